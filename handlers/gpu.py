@@ -1,0 +1,166 @@
+"""What makes a node a GPU node, and which resource names are GPUs.
+
+Conventions from ``shared/spec/finding-codes.md``: a node is a GPU node when it advertises
+a GPU resource in capacity, carries GPU labels, or runs a device-plugin pod.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from handlers.kube.quantity import parse_quantity
+
+Obj = dict[str, Any]
+
+GPU_RESOURCE = "nvidia.com/gpu"
+SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
+MIG_RESOURCE_RE = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb(\.me)?$")
+# Other vendors' GPU resources, so that a typo check knows what a GPU resource looks like.
+OTHER_GPU_RESOURCES = ("amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe")
+
+GPU_PRESENT_LABELS = (
+    "nvidia.com/gpu.present",
+    "feature.node.kubernetes.io/pci-10de.present",
+    "cloud.google.com/gke-accelerator",
+    "karpenter.k8s.aws/instance-gpu-count",
+    "nvidia.com/gpu.product",
+    "nvidia.com/gpu.count",
+    "k8s.amazonaws.com/accelerator",
+)
+NFD_PCI_NVIDIA = "feature.node.kubernetes.io/pci-10de.present"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+# Cloud instance families that carry NVIDIA GPUs (AWS p/g, GCP a2/a3/g2, Azure NC/ND/NV).
+GPU_INSTANCE_RE = re.compile(
+    r"^(p[2-6][a-z]*|g[3-6][a-z]*|gr6|a[23]-|g2-|standard_n[cdv])", re.IGNORECASE
+)
+GPU_POOL_RE = re.compile(r"gpu", re.IGNORECASE)
+NODE_POOL_LABELS = (
+    "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "agentpool",
+    "karpenter.sh/nodepool", "kubernetes.azure.com/agentpool",
+)
+
+GFD_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.memory", "nvidia.com/gpu.family",
+              "nvidia.com/gpu.compute.major")
+MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+
+
+def is_gpu_resource(name: str) -> bool:
+    # Any nvidia.com/ resource counts: gpu, gpu.shared, MIG profiles, renamed shared ones.
+    return name.startswith("nvidia.com/") or name in OTHER_GPU_RESOURCES
+
+
+def labels(obj: Mapping[str, Any]) -> dict[str, str]:
+    return obj.get("metadata", {}).get("labels") or {}
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("name", ""))
+
+
+def ns_of(obj: Mapping[str, Any]) -> str:
+    return str(obj.get("metadata", {}).get("namespace") or "")
+
+
+def gpu_resources(node: Mapping[str, Any], field: str = "capacity") -> dict[str, float]:
+    """GPU-like extended resources of a node (``capacity`` or ``allocatable``)."""
+    res = node.get("status", {}).get(field) or {}
+    return {k: parse_quantity(v) for k, v in res.items() if is_gpu_resource(k)}
+
+
+def gpu_count(node: Mapping[str, Any], field: str = "capacity",
+              resource: str = GPU_RESOURCE) -> float:
+    return parse_quantity((node.get("status", {}).get(field) or {}).get(resource))
+
+
+def has_gpu_labels(node: Mapping[str, Any]) -> bool:
+    """The node is meant to have GPUs: GFD/NFD/cloud labels, GPU instance type or pool."""
+    lab = labels(node)
+    if any(lab.get(k) not in (None, "", "false", "0") for k in GPU_PRESENT_LABELS):
+        return True
+    if GPU_INSTANCE_RE.match(lab.get(INSTANCE_TYPE_LABEL, "")):
+        return True
+    return any(GPU_POOL_RE.search(lab.get(k, "")) for k in NODE_POOL_LABELS)
+
+
+def advertises_gpus(node: Mapping[str, Any]) -> bool:
+    return any(v > 0 for v in gpu_resources(node).values())
+
+
+def is_gpu_node(node: Mapping[str, Any], plugin_nodes: Iterable[str] = ()) -> bool:
+    return advertises_gpus(node) or has_gpu_labels(node) or name_of(node) in set(plugin_nodes)
+
+
+def expected_gpu_count(node: Mapping[str, Any]) -> int | None:
+    """How many physical GPUs the labels say the node has, when they say."""
+    lab = labels(node)
+    for key in ("nvidia.com/gpu.count", "karpenter.k8s.aws/instance-gpu-count"):
+        try:
+            if key in lab:
+                return int(lab[key])
+        except ValueError:
+            continue
+    return None
+
+
+def gpu_product(node: Mapping[str, Any]) -> str:
+    lab = labels(node)
+    return (lab.get("nvidia.com/gpu.product") or lab.get("cloud.google.com/gke-accelerator")
+            or lab.get("k8s.amazonaws.com/accelerator") or "unknown")
+
+
+def gpu_memory_mib(node: Mapping[str, Any]) -> int | None:
+    try:
+        return int(labels(node)["nvidia.com/gpu.memory"])
+    except (KeyError, ValueError):
+        return None
+
+
+# Device plugin and GPU operator pods, recognised by the labels their charts set.
+DEVICE_PLUGIN_APPS = ("nvidia-device-plugin-daemonset", "nvidia-device-plugin-ds",
+                      "nvidia-device-plugin", "nvidia-gpu-device-plugin")
+OPERATOR_COMPONENTS = {
+    "nvidia-driver-daemonset": "driver",
+    "nvidia-container-toolkit-daemonset": "toolkit",
+    "nvidia-operator-validator": "validator",
+    "nvidia-cuda-validator": "validator",
+    "nvidia-dcgm-exporter": "dcgm-exporter",
+    "nvidia-dcgm": "dcgm",
+    "gpu-feature-discovery": "gfd",
+    "nvidia-mig-manager": "mig-manager",
+    "node-feature-discovery": "nfd",
+    "nfd-worker": "nfd",
+    "gpu-operator-node-feature-discovery-worker": "nfd",
+}
+
+
+def _app(obj: Mapping[str, Any]) -> str:
+    lab = labels(obj)
+    return (lab.get("app") or lab.get("app.kubernetes.io/name") or lab.get("k8s-app")
+            or lab.get("name") or "")
+
+
+def is_device_plugin_pod(pod: Mapping[str, Any]) -> bool:
+    app = _app(pod)
+    if app in DEVICE_PLUGIN_APPS:
+        return True
+    # Upstream static manifests and GKE label differently; fall back to the name prefix.
+    name = name_of(pod)
+    return any(name.startswith(a + "-") for a in DEVICE_PLUGIN_APPS)
+
+
+def operator_component(pod: Mapping[str, Any]) -> str | None:
+    """The GPU operator component a pod belongs to ("driver", "toolkit", ...), or None."""
+    app = _app(pod)
+    if app in OPERATOR_COMPONENTS:
+        return OPERATOR_COMPONENTS[app]
+    name = name_of(pod)
+    for prefix, comp in OPERATOR_COMPONENTS.items():
+        if name.startswith(prefix + "-"):
+            return comp
+    if app == "node-feature-discovery" or "node-feature-discovery-worker" in name:
+        return "nfd"
+    return None

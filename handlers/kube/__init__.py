@@ -1,0 +1,1 @@
+"""Kubernetes semantics in plain Python: selectors, quantities, requests, taints."""

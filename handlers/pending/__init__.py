@@ -1,0 +1,1 @@
+"""why-pending: the checks that explain a pending GPU workload, one module per family."""

@@ -1,0 +1,149 @@
+"""The read-only cluster view handlers see, and the reader that guards it.
+
+Handlers never know whether they read a snapshot or a live API server. Every object is a
+plain ``kubectl get -o json``-shaped dict with ``kind`` set (``"Pod"``, ``"Node"``, ...).
+
+Kinds are spelled as Kubernetes spells them: Node, Pod, Event, Namespace, DaemonSet,
+Deployment, StatefulSet, ReplicaSet, Job, ResourceQuota, LimitRange, PriorityClass,
+RuntimeClass, ConfigMap, PersistentVolume, PersistentVolumeClaim, PodGroup (Volcano),
+Workload (Kueue), ClusterPolicy (GPU operator).
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Protocol
+
+Obj = dict[str, Any]
+
+CLUSTER_SCOPED = frozenset(
+    {"Node", "Namespace", "PriorityClass", "RuntimeClass", "PersistentVolume", "ClusterPolicy"}
+)
+
+
+class ViewError(Exception):
+    """A read the view could not do. ``str()`` is a message fit for the user."""
+
+    def __init__(self, message: str, *, kind: str = "", namespace: str | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.namespace = namespace
+
+
+class ClusterView(Protocol):
+    """What a diagnosis may read. Implementations: snapshot files, a live API server."""
+
+    @property
+    def source(self) -> str:
+        """Where the data comes from, for the user: ``snapshot examples/x``, ``context prod``."""
+        ...
+
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> builtins.list[Obj]:
+        """Objects of ``kind``; ``namespace=None`` means all namespaces. Raises ViewError."""
+        ...
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        """One object, or None when it does not exist. Raises ViewError."""
+        ...
+
+    def events(self, kind: str, name: str, namespace: str | None = None) -> builtins.list[Obj]:
+        """Events about one object (core/v1 ``involvedObject`` or events.k8s.io ``regarding``)."""
+        ...
+
+    def logs(self, namespace: str, pod: str, container: str | None = None) -> str | None:
+        """Container log text (all containers when ``container`` is None), None if unknown."""
+        ...
+
+    def now(self) -> datetime:
+        """The moment the data describes: wall clock live, newest timestamp in a snapshot."""
+        ...
+
+
+class Reader:
+    """Wraps a view for one diagnosis: caches every read (a diagnosis never fetches the
+    same list twice) and turns a failed read into a "not checked" line instead of a crash.
+    """
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self.unchecked: list[str] = []
+        self._lists: dict[tuple[str, str | None, str | None, str | None], builtins.list[Obj]] = {}
+        self._gets: dict[tuple[str, str, str | None], Obj | None] = {}
+        self._events: dict[tuple[str, str, str | None], builtins.list[Obj]] = {}
+        self._logs: dict[tuple[str, str, str | None], str | None] = {}
+        self.failed_kinds: set[str] = set()
+
+    def _fail(self, err: ViewError, kind: str) -> None:
+        self.failed_kinds.add(kind)
+        msg = str(err)
+        if msg not in self.unchecked:
+            self.unchecked.append(msg)
+
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> builtins.list[Obj]:
+        key = (kind, namespace, label_selector, field_selector)
+        if key not in self._lists:
+            try:
+                self._lists[key] = self.view.list(
+                    kind, namespace, label_selector=label_selector, field_selector=field_selector
+                )
+            except ViewError as err:
+                self._fail(err, kind)
+                self._lists[key] = []
+        return self._lists[key]
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        key = (kind, name, namespace)
+        if key not in self._gets:
+            try:
+                self._gets[key] = self.view.get(kind, name, namespace)
+            except ViewError as err:
+                self._fail(err, kind)
+                self._gets[key] = None
+        return self._gets[key]
+
+    def events(self, kind: str, name: str, namespace: str | None = None) -> builtins.list[Obj]:
+        key = (kind, name, namespace)
+        if key not in self._events:
+            try:
+                self._events[key] = self.view.events(kind, name, namespace)
+            except ViewError as err:
+                self._fail(err, "Event")
+                self._events[key] = []
+        return self._events[key]
+
+    def logs(self, namespace: str, pod: str, container: str | None = None) -> str | None:
+        key = (namespace, pod, container)
+        if key not in self._logs:
+            try:
+                self._logs[key] = self.view.logs(namespace, pod, container)
+            except ViewError as err:
+                self._fail(err, "Pod/log")
+                self._logs[key] = None
+        return self._logs[key]
+
+    def now(self) -> datetime:
+        return self.view.now()
+
+    def readable(self, kind: str) -> bool:
+        """False once a read of ``kind`` failed: checks that need it report "not checked"."""
+        return kind not in self.failed_kinds
+
+
+def names(objs: Iterable[Obj]) -> list[str]:
+    return [o.get("metadata", {}).get("name", "") for o in objs]
