@@ -35,7 +35,9 @@ class PendingContext:
     @cached_property
     def active_pods(self) -> list[Obj]:
         """Non-terminated pods in the cluster: the ones that hold node resources."""
-        return self.reader.list("Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        return self.reader.list(
+            "Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed"
+        )
 
     @cached_property
     def pods_by_node(self) -> dict[str, list[Obj]]:
