@@ -1,0 +1,403 @@
+"""Reading a snapshot from disk: files and directories of any format in
+docs snapshot-format.md, told apart by their content.
+
+Bad input never sinks the snapshot: each unreadable file, document or list item becomes a
+``LoadProblem`` and loading goes on. Only a missing path, or a snapshot of which nothing
+could be read, raises ``SnapshotError``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from handlers.view import CLUSTER_SCOPED, Obj
+
+from . import jsonparse, yamlparse
+from .logs import LogStore, find_start, read_block, unclosed
+from .model import DUMP_NAMESPACE_FILES, FILE_KINDS, USED_KINDS, LoadProblem, SnapshotError
+from .view import SnapshotView
+
+# Not snapshots even when they quote Kubernetes YAML; skipped unread.
+_DOC_SUFFIXES = (".md", ".markdown", ".rst", ".html", ".htm")
+_LOG_SUFFIXES = (".txt", ".log")
+_ARCHIVE_MAGIC = (b"\x1f\x8b", b"PK\x03\x04", b"BZh", b"\xfd7zXZ", b"(\xb5/\xfd")
+_NON_SPACE = re.compile(rb"\S")
+_UTF8_BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # PowerShell 5 `>` writes UTF-16
+
+
+def load_snapshot(path: str | Path) -> SnapshotView:
+    """Read a snapshot file or directory. Raises SnapshotError when there is nothing."""
+    root = Path(path)
+    if not root.exists():
+        raise SnapshotError(f"snapshot {path}: no such file or directory")
+    loader = _Loader()
+    with _no_cyclic_gc():
+        if root.is_dir():
+            loader.load_dir(root)
+        else:
+            loader.load_file(root)
+    if not loader.objects and not loader.logs:
+        raise SnapshotError(_nothing_read(str(path), loader.problems))
+    return SnapshotView(
+        str(path),
+        objects=loader.objects,
+        kinds=loader.kinds,
+        logs=loader.logs,
+        problems=loader.problems,
+        files=loader.files,
+    )
+
+
+@contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Pause the cycle collector while loading, then freeze what was loaded.
+
+    Parsed objects are acyclic trees that refcounting frees. Left to the collector, each
+    pass rescans all of them: keeping 30,000 parsed pods took 5x longer than parsing them,
+    and the handlers' work after it 6x longer. Frozen objects are still freed by refcount;
+    collecting first keeps garbage cycles of the caller out of the freeze.
+    """
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
+
+
+def _nothing_read(path: str, problems: list[LoadProblem]) -> str:
+    if not problems:
+        return f"snapshot {path}: no Kubernetes objects or pod logs found"
+    shown = "; ".join(str(p) for p in problems[:3])
+    more = f" (and {len(problems) - 3} more problems)" if len(problems) > 3 else ""
+    return f"snapshot {path}: nothing could be read: {shown}{more}"
+
+
+@dataclass
+class _FileContext:
+    """What a file's place says about its content, and what it gave."""
+
+    path: str
+    namespace: str | None  # DIR/<ns>/pods.json: objects without a namespace are in <ns>
+    file_kind: str | None  # pods.json: items without a kind are Pods
+    kept: int = 0
+    documents: int = 0
+    # Problems with the shape of documents count only in a file that holds Kubernetes
+    # objects at all: a JSON array of strings elsewhere is just not a snapshot.
+    is_kubernetes: bool = False
+    shape_problems: list[LoadProblem] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, path: Path) -> _FileContext:
+        stem = path.name.split(".", 1)[0].lower()
+        namespace = path.parent.name if stem in DUMP_NAMESPACE_FILES and path.parent.name else None
+        return cls(str(path), namespace, FILE_KINDS.get(stem))
+
+
+@dataclass
+class _Loader:
+    objects: dict[str, list[Obj]] = field(default_factory=dict)
+    kinds: set[str] = field(default_factory=set)  # also kinds seen as empty lists
+    problems: list[LoadProblem] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    logs: LogStore = field(init=False)
+    _seen_dirs: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.logs = LogStore(self.problems)
+
+    # -- walking ---------------------------------------------------------------------------
+
+    def load_dir(self, directory: Path) -> None:
+        real = os.path.realpath(directory)
+        if real in self._seen_dirs:  # a symlink loop, or the same tree linked twice
+            return
+        self._seen_dirs.add(real)
+        try:
+            entries = sorted(
+                (e for e in os.scandir(directory) if not e.name.startswith(".")),
+                key=lambda e: e.name,
+            )
+        except OSError as err:
+            self._problem(str(directory), None, f"cannot read directory: {err.strerror}")
+            return
+        pods_before = len(self.objects.get("Pod", ()))
+        for entry in entries:
+            if _is_file(entry):
+                self.load_file(Path(entry.path))
+            elif entry.is_symlink() and not os.path.exists(entry.path):
+                self._problem(entry.path, None, "cannot read: broken symbolic link")
+        # DIR/<ns>/<pod>/ holds only that pod's logs: read them when asked for. A dump of
+        # 30,000 pods has 30,000 such directories.
+        pod_dirs = self._pods_loaded_since(pods_before, directory.name)
+        if pod_dirs:
+            self.logs.add_pod_dirs(directory.name, str(directory), pod_dirs)
+        for entry in entries:
+            if entry.name not in pod_dirs and _is_dir(entry):
+                self.load_dir(Path(entry.path))
+
+    def _pods_loaded_since(self, start: int, namespace: str) -> set[str]:
+        pods = self.objects.get("Pod", [])[start:]
+        return {p["metadata"]["name"] for p in pods if p["metadata"]["namespace"] == namespace}
+
+    def load_file(self, path: Path) -> None:
+        if path.name.endswith(_DOC_SUFFIXES):
+            return
+        try:
+            data = path.read_bytes()
+        except OSError as err:
+            self._problem(str(path), None, f"cannot read: {err.strerror}")
+            return
+        ctx = _FileContext.of(path)
+        logs_before = self.logs.added
+        self._read(ctx, path, data)
+        if ctx.is_kubernetes:
+            self.problems.extend(ctx.shape_problems)
+        if ctx.kept or self.logs.added != logs_before:
+            self.files.append(ctx.path)
+
+    # -- telling formats apart ---------------------------------------------------------------
+
+    def _read(self, ctx: _FileContext, path: Path, data: bytes) -> None:
+        data = _as_utf8(data)
+        first = _NON_SPACE.search(data)
+        head = first.group() if first else b""
+        if not head:
+            if not path.name.endswith(_LOG_SUFFIXES):  # an empty log is a fine log
+                self._problem(ctx.path, None, "empty file")
+        elif data.startswith(_ARCHIVE_MAGIC):
+            self._problem(ctx.path, None, "compressed or archive file: unpack it first")
+        elif b"\x00" in data[:8192]:
+            self._problem(ctx.path, None, "binary data, not a snapshot")
+        elif head in (b"{", b"["):
+            self._read_json(ctx, data)
+        elif find_start(data):
+            self._read_stream(ctx, data)
+        elif path.name == "logs.txt" and path.parent.name and path.parent.parent.name:
+            # DIR/<ns>/<pod>/logs.txt without START/END lines: the pod's plain log.
+            self.logs.add_text(ctx.path, data, path.parent.parent.name, path.parent.name)
+        elif yamlparse.K8S_HINT.search(data):
+            self._read_yaml(ctx, data)
+        # Anything else is not Kubernetes data: skipped without a word.
+
+    def _read_json(self, ctx: _FileContext, data: bytes) -> None:
+        try:
+            value = jsonparse.loads(data)
+        except json.JSONDecodeError as err:
+            if "UTF-8" in err.msg:  # orjson refuses the whole file for one bad byte
+                data = data.decode("utf-8", "replace").encode()
+            self._read_stream(ctx, data)  # several documents, or a broken one
+            return
+        ctx.documents += 1
+        self._add_document(ctx, value, "document 1")
+
+    def _read_stream(self, ctx: _FileContext, data: bytes) -> None:
+        """Documents one after another with log blocks between them."""
+        pos = 0
+        while pos < len(data):
+            start = find_start(data, pos)
+            stop = start.start() if start else len(data)
+            self._read_region(ctx, data, pos, stop)
+            if start is None:
+                return
+            block, pos = read_block(data, start)
+            self.logs.add_block(block)
+            if not block.closed:
+                self.problems.append(unclosed(ctx.path, block))
+
+    def _read_region(self, ctx: _FileContext, data: bytes, start: int, stop: int) -> None:
+        first = _NON_SPACE.search(data, start, stop)
+        if first is None:
+            return
+        if first.group() not in (b"{", b"["):
+            if yamlparse.K8S_HINT.search(data, start, stop):  # `cluster-info dump -o yaml`
+                line = data.count(b"\n", 0, start) + 1
+                self._read_yaml(ctx, data[start:stop], first_line=line)
+            return
+        for doc in jsonparse.iter_docs(data, start, stop):
+            ctx.documents += 1
+            where = f"document {ctx.documents}"
+            if isinstance(doc, jsonparse.JsonDoc):
+                self._add_document(ctx, doc.value, where)
+            else:
+                self._json_failure(ctx, doc, where)
+
+    def _json_failure(self, ctx: _FileContext, fail: jsonparse.JsonFailure, where: str) -> None:
+        items = len(fail.recovered["items"]) if fail.recovered else 0
+        if fail.truncated:
+            message = f"{where} is cut short (truncated file?)"
+        else:
+            message = f"invalid JSON in {where}: {fail.message}"
+        if fail.recovered is not None:
+            message += f"; kept the {items} complete list items it could read"
+        self._problem(ctx.path, f"line {fail.line}, column {fail.column}", message)
+        if fail.recovered is not None:
+            self._add_document(ctx, fail.recovered, where)
+
+    def _read_yaml(self, ctx: _FileContext, data: bytes, first_line: int = 1) -> None:
+        text = data.decode("utf-8", "replace")
+        for doc in yamlparse.iter_docs(text, first_line):
+            ctx.documents += 1
+            where = f"document {ctx.documents}"
+            if isinstance(doc, yamlparse.YamlDoc):
+                self._add_document(ctx, doc.value, where)
+            else:
+                self._problem(
+                    ctx.path,
+                    f"line {doc.line}, column {doc.column}",
+                    f"invalid YAML in {where}: {doc.message}",
+                )
+
+    # -- documents and objects ---------------------------------------------------------------
+
+    def _add_document(self, ctx: _FileContext, value: Any, where: str) -> None:
+        if isinstance(value, list):  # a bare array of objects
+            for number, item in enumerate(value, 1):
+                self._add_object(ctx, item, ctx.file_kind, None, where, number)
+            return
+        if not isinstance(value, dict):
+            self._shape_problem(ctx, where, f"not a Kubernetes object (a {_type_name(value)})")
+            return
+        kind = value.get("kind")
+        items = value.get("items")
+        if items is None and _is_list_kind(kind):  # kubectl may print an empty list as null
+            items = []
+        if isinstance(items, list) and (kind is None or _is_list_kind(kind)):
+            if kind is not None or ctx.file_kind or "apiVersion" in value or "metadata" in value:
+                ctx.is_kubernetes = True
+                self._add_list(ctx, value, items, where)
+        elif kind is not None or ctx.file_kind or _looks_like_object(value):
+            self._add_object(ctx, value, ctx.file_kind, None, where, None)
+        # A mapping with none of kind, apiVersion, metadata or items is not Kubernetes data.
+
+    def _add_list(self, ctx: _FileContext, doc: Obj, items: list[Any], where: str) -> None:
+        kind = doc.get("kind")
+        from_list = kind[:-4] if isinstance(kind, str) and kind != "List" else None
+        item_kind = from_list or ctx.file_kind
+        # A PodList's apiVersion is its Pods'; a generic List's says nothing about items.
+        api = doc.get("apiVersion") if from_list else None
+        if item_kind in USED_KINDS:
+            self.kinds.add(item_kind)
+            self._add_items(ctx, items, item_kind, api, where)
+        elif from_list is None:  # a generic List: every item says what it is
+            for number, item in enumerate(items, 1):
+                self._add_object(ctx, item, item_kind, api, where, number)
+        # else a ServiceList or the like: nothing the bot reads
+
+    def _add_items(
+        self, ctx: _FileContext, items: list[Any], kind: str, api: Any, where: str
+    ) -> None:
+        """_add_object for the items of one kind, inlined: a dump has 30,000 Pods."""
+        bucket = self.objects.setdefault(kind, [])
+        namespace = None if kind in CLUSTER_SCOPED else ctx.namespace or "default"
+        kept = len(bucket)
+        for number, item in enumerate(items, 1):
+            meta = item.get("metadata") if item.__class__ is dict else None
+            if (
+                meta.__class__ is not dict
+                or meta.get("name").__class__ is not str
+                or item.get("kind", kind) != kind
+            ):
+                self._add_object(ctx, item, kind, api, where, number)  # the careful way
+                continue
+            item["kind"] = kind
+            if api and "apiVersion" not in item:
+                item["apiVersion"] = api
+            if namespace and not meta.get("namespace"):
+                meta["namespace"] = namespace
+            meta.pop("managedFields", None)
+            bucket.append(item)
+        ctx.kept += len(bucket) - kept
+
+    def _add_object(
+        self,
+        ctx: _FileContext,
+        obj: Any,
+        default_kind: str | None,
+        api: Any,
+        where: str,
+        item: int | None,
+    ) -> None:
+        if not isinstance(obj, dict):
+            self._shape_problem(ctx, _at(where, item), f"not an object (a {_type_name(obj)})")
+            return
+        if _looks_like_object(obj) or "kind" in obj:
+            ctx.is_kubernetes = True
+        kind = obj.get("kind") or default_kind
+        if not isinstance(kind, str):
+            self._shape_problem(ctx, _at(where, item), "object without kind")
+            return
+        if kind not in USED_KINDS:  # includes Secret: never held
+            return
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            self._shape_problem(ctx, _at(where, item), f"{kind} without metadata.name")
+            return
+        if "kind" not in obj or not obj["kind"]:
+            obj["kind"] = kind
+        if api and "apiVersion" not in obj:
+            obj["apiVersion"] = api
+        if kind not in CLUSTER_SCOPED and not meta.get("namespace"):
+            meta["namespace"] = ctx.namespace or "default"
+        meta.pop("managedFields", None)  # big, and never read
+        self.objects.setdefault(kind, []).append(obj)
+        ctx.kept += 1
+
+    def _problem(self, path: str, where: str | None, message: str) -> None:
+        self.problems.append(LoadProblem(path, where, message))
+
+    @staticmethod
+    def _shape_problem(ctx: _FileContext, where: str, message: str) -> None:
+        ctx.shape_problems.append(LoadProblem(ctx.path, where, message))
+
+
+def _as_utf8(data: bytes) -> bytes:
+    if data.startswith(_UTF8_BOM):
+        return data[len(_UTF8_BOM) :]
+    if data.startswith(_UTF16_BOMS):
+        return data.decode("utf-16", "replace").encode()
+    return data
+
+
+def _is_list_kind(kind: Any) -> bool:
+    return isinstance(kind, str) and kind.endswith("List")
+
+
+def _looks_like_object(value: Obj) -> bool:
+    meta = value.get("metadata")
+    return "apiVersion" in value or (isinstance(meta, dict) and "name" in meta)
+
+
+def _at(where: str, item: int | None) -> str:
+    return where if item is None else f"{where}, item {item}"
+
+
+def _type_name(value: Any) -> str:
+    kinds = {str: "string", list: "list", int: "number", float: "number", bool: "boolean"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_file()
+    except OSError:
+        return False
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False

@@ -1,0 +1,205 @@
+"""``SnapshotView``: the ``ClusterView`` handlers read, over objects loaded from files.
+
+Loading only sorts objects by kind; every other index (by namespace, by name, pods by
+node, events by object), event normalisation and ``now()`` are built on first use, so a
+command pays only for what it reads.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from handlers.kube.selectors import (
+    SelectorError,
+    match_fields,
+    match_labels,
+    parse_field_selector,
+    parse_label_selector,
+)
+from handlers.view import CLUSTER_SCOPED, Obj, ViewError
+
+from .events import event_time, involved_key, normalise_event
+from .logs import LogStore
+from .model import USED_KINDS, LoadProblem
+from .timestamps import collect_stamps, newest
+
+_FieldReqs = tuple[tuple[str, str, str], ...]
+_EventIndex = dict[tuple[str, str], list[tuple[str, Obj]]]  # (kind, name) -> (namespace, event)
+
+
+class SnapshotView:
+    """A read-only cluster as a snapshot saw it. Objects are the loaded dicts themselves:
+    callers must not change them.
+
+    ``problems`` lists what could not be read; pod log directories are read on first ask,
+    so their problems join the list then. ``files`` are the files that gave objects or logs.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        objects: dict[str, builtins.list[Obj]],
+        kinds: set[str],
+        logs: LogStore,
+        problems: builtins.list[LoadProblem],
+        files: builtins.list[str],
+    ) -> None:
+        self.path = path
+        self.problems = problems
+        self.files = files
+        self._raw = objects
+        self._kinds = frozenset(kinds | objects.keys())
+        self._logs = logs
+        self._unique: dict[str, builtins.list[Obj]] = {}
+        self._by_name: dict[str, dict[tuple[str, str], Obj]] = {}
+        self._by_namespace: dict[str, dict[str, builtins.list[Obj]]] = {}
+        self._pods_by_node: dict[str, builtins.list[Obj]] | None = None
+        self._events_by_object: _EventIndex | None = None
+        self._now: datetime | None = None
+
+    @property
+    def source(self) -> str:
+        return f"snapshot {self.path}"
+
+    @property
+    def kinds(self) -> frozenset[str]:
+        """Kinds the snapshot holds, counting empty lists: a kind missing here was not
+        captured at all, which is not the same as none existing."""
+        return self._kinds
+
+    # -- ClusterView ----------------------------------------------------------------------------
+
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> builtins.list[Obj]:
+        self._check_kind(kind)
+        try:
+            fields = parse_field_selector(field_selector) if field_selector else ()
+            if label_selector:
+                parse_label_selector(label_selector)
+        except SelectorError as err:
+            raise ViewError(f"{kind}: {err}", kind=kind, namespace=namespace) from err
+        namespace = None if kind in CLUSTER_SCOPED else namespace
+        objs = self._candidates(kind, namespace, fields)
+        if label_selector:
+            objs = [o for o in objs if match_labels(label_selector, _labels(o))]
+        if field_selector:
+            objs = [o for o in objs if match_fields(field_selector, o)]
+        return builtins.list(objs)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        self._check_kind(kind)
+        return self._names(kind).get((self._namespace_key(kind, namespace), name))
+
+    def events(self, kind: str, name: str, namespace: str | None = None) -> builtins.list[Obj]:
+        """Oldest first. ``namespace=None`` (or a cluster-scoped kind) matches any."""
+        found = self._event_index().get((kind, name), [])
+        if namespace is not None and kind not in CLUSTER_SCOPED:
+            found = [(ns, ev) for ns, ev in found if ns == namespace]
+        return sorted((ev for _, ev in found), key=event_time)
+
+    def logs(self, namespace: str, pod: str, container: str | None = None) -> str | None:
+        pod_obj = self._names("Pod").get((namespace, pod))
+        return self._logs.get(namespace, pod, container, pod_obj)
+
+    def now(self) -> datetime:
+        """The newest timestamp in the snapshot; the wall clock only if it has none."""
+        if self._now is None:
+            stamps: set[Any] = set()
+            for kind, objs in self._raw.items():
+                collect_stamps(kind, objs, stamps)
+            self._now = newest(stamps) or datetime.now(UTC)
+        return self._now
+
+    # -- indexes ----------------------------------------------------------------------------
+
+    def _check_kind(self, kind: str) -> None:
+        if kind not in USED_KINDS:
+            raise ViewError(f"{self.source}: {kind} objects are not read from snapshots",
+                            kind=kind)
+
+    @staticmethod
+    def _namespace_key(kind: str, namespace: str | None) -> str:
+        # Cluster-scoped kinds ignore the namespace; namespaced ones default as kubectl does.
+        return "" if kind in CLUSTER_SCOPED else namespace or "default"
+
+    def _all(self, kind: str) -> builtins.list[Obj]:
+        """Objects of a kind, one per (namespace, name): a later file wins over an earlier."""
+        if kind not in self._unique:
+            objs = self._raw.get(kind, [])
+            if kind == "Event":
+                for ev in objs:
+                    normalise_event(ev)
+            scoped = kind not in CLUSTER_SCOPED
+            names = {((o["metadata"]["namespace"] if scoped else ""), o["metadata"]["name"]): o
+                     for o in objs}
+            self._by_name[kind] = names
+            self._unique[kind] = objs if len(names) == len(objs) else builtins.list(
+                names.values()
+            )
+        return self._unique[kind]
+
+    def _names(self, kind: str) -> dict[tuple[str, str], Obj]:
+        self._all(kind)
+        return self._by_name[kind]
+
+    def _in_namespace(self, kind: str, namespace: str) -> builtins.list[Obj]:
+        index = self._by_namespace.get(kind)
+        if index is None:
+            index = {}
+            for obj in self._all(kind):
+                index.setdefault(obj["metadata"]["namespace"], []).append(obj)
+            self._by_namespace[kind] = index
+        return index.get(namespace, [])
+
+    def _candidates(self, kind: str, namespace: str | None, fields: _FieldReqs) -> Sequence[Obj]:
+        """The smallest indexed set the selectors can narrow to; filters still run after."""
+        wanted = {key: value for key, op, value in fields if op == "="}
+        if "metadata.name" in wanted:
+            key = (self._namespace_key(kind, namespace), wanted["metadata.name"])
+            if namespace is not None or kind in CLUSTER_SCOPED:
+                found = self._names(kind).get(key)
+                return [found] if found is not None else []
+        if kind == "Pod" and "spec.nodeName" in wanted:
+            pods = self._pods_on(wanted["spec.nodeName"])
+            if namespace is None:
+                return pods
+            return [p for p in pods if p["metadata"]["namespace"] == namespace]
+        if namespace is None:
+            return self._all(kind)
+        return self._in_namespace(kind, namespace)
+
+    def _pods_on(self, node: str) -> builtins.list[Obj]:
+        if self._pods_by_node is None:
+            index: dict[str, builtins.list[Obj]] = {}
+            for pod in self._all("Pod"):
+                spec = pod.get("spec")
+                name = (spec.get("nodeName") if isinstance(spec, dict) else None) or ""
+                index.setdefault(name, []).append(pod)
+            self._pods_by_node = index
+        return self._pods_by_node.get(node, [])
+
+    def _event_index(self) -> _EventIndex:
+        if self._events_by_object is None:
+            index: _EventIndex = {}
+            for ev in self._all("Event"):
+                key = involved_key(ev)
+                if key is not None:
+                    index.setdefault(key[:2], []).append((key[2], ev))
+            self._events_by_object = index
+        return self._events_by_object
+
+
+def _labels(obj: Obj) -> dict[str, str] | None:
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return labels if isinstance(labels, dict) else None
