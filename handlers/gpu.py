@@ -134,7 +134,12 @@ OPERATOR_COMPONENTS = {
     "node-feature-discovery": "nfd",
     "nfd-worker": "nfd",
     "gpu-operator-node-feature-discovery-worker": "nfd",
+    # One-shot validation pods the operator validator starts, and GKE's driver installer.
+    "nvidia-device-plugin-validator": "validator",
+    "nvidia-driver-installer": "driver",
 }
+# Pods whose name starts like a device plugin's but are not one.
+_NOT_PLUGIN_MARKERS = ("-validator", "-mps-control-daemon", "-gpu-feature-discovery")
 
 
 def _app(obj: Mapping[str, Any]) -> str:
@@ -147,8 +152,11 @@ def is_device_plugin_pod(pod: Mapping[str, Any]) -> bool:
     app = _app(pod)
     if app in DEVICE_PLUGIN_APPS:
         return True
-    # Upstream static manifests and GKE label differently; fall back to the name prefix.
+    # Upstream static manifests and GKE label differently; fall back to the name prefix
+    # (but nvidia-device-plugin-validator-x and the MPS control daemon are not plugins).
     name = name_of(pod)
+    if any(m in name for m in _NOT_PLUGIN_MARKERS):
+        return False
     return any(name.startswith(a + "-") for a in DEVICE_PLUGIN_APPS)
 
 
@@ -164,3 +172,82 @@ def operator_component(pod: Mapping[str, Any]) -> str | None:
     if app == "node-feature-discovery" or "node-feature-discovery-worker" in name:
         return "nfd"
     return None
+
+
+# --- Discovery-chain helpers (handlers/chain) -------------------------------------------
+
+NFD_PREFIX = "feature.node.kubernetes.io/"
+_NFD_PCI_NVIDIA_RE = re.compile(r"^feature\.node\.kubernetes\.io/pci-(?:[0-9a-f]{2,4}_)?10de"
+                                r"(?:_[0-9a-f]{4})?\.present$")
+
+
+def nfd_running(node: Mapping[str, Any]) -> bool:
+    """NFD labelled this node (any feature.node.kubernetes.io/ label), so its PCI scan ran."""
+    return any(k.startswith(NFD_PREFIX) for k in labels(node))
+
+
+def nfd_pci_nvidia(node: Mapping[str, Any]) -> str | None:
+    """The NFD label saying an NVIDIA (vendor 10de) PCI device is present, as ``key=value``."""
+    for k, v in labels(node).items():
+        if _NFD_PCI_NVIDIA_RE.match(k) and v not in ("false", ""):
+            return f"{k}={v}"
+    return None
+
+
+def gpu_meant_by(node: Mapping[str, Any]) -> list[str]:
+    """The labels that say the node is meant to have GPUs, as ``key=value``."""
+    lab = labels(node)
+    out = [f"{k}={lab[k]}" for k in GPU_PRESENT_LABELS
+           if lab.get(k) not in (None, "", "false", "0")]
+    if GPU_INSTANCE_RE.match(lab.get(INSTANCE_TYPE_LABEL, "")):
+        out.append(f"{INSTANCE_TYPE_LABEL}={lab[INSTANCE_TYPE_LABEL]}")
+    out += [f"{k}={lab[k]}" for k in NODE_POOL_LABELS if GPU_POOL_RE.search(lab.get(k, ""))]
+    return out
+
+
+def driver_version(node: Mapping[str, Any]) -> str | None:
+    """The NVIDIA driver version GFD labelled (``550.54.15``), when it did."""
+    lab = labels(node)
+    full = lab.get("nvidia.com/cuda.driver-version.full")
+    if full:
+        return full
+    parts = [lab.get(f"nvidia.com/cuda.driver.{p}")
+             or lab.get(f"nvidia.com/cuda.driver-version.{p}") for p in ("major", "minor", "rev")]
+    if parts[0]:
+        return ".".join(p for p in parts if p)
+    return None
+
+
+def cuda_version(node: Mapping[str, Any]) -> str | None:
+    """The highest CUDA version the node's driver supports (GFD ``cuda.runtime``), e.g. 12.2."""
+    lab = labels(node)
+    full = lab.get("nvidia.com/cuda.runtime-version.full")
+    if full:
+        return full
+    major = lab.get("nvidia.com/cuda.runtime.major") or lab.get(
+        "nvidia.com/cuda.runtime-version.major")
+    minor = lab.get("nvidia.com/cuda.runtime.minor") or lab.get(
+        "nvidia.com/cuda.runtime-version.minor")
+    if major:
+        return f"{major}.{minor}" if minor else major
+    return None
+
+
+def is_operator_controller(pod: Mapping[str, Any]) -> bool:
+    """The gpu-operator's own controller pod (Deployment gpu-operator)."""
+    lab = labels(pod)
+    return lab.get("app") == "gpu-operator" or (
+        lab.get("app.kubernetes.io/component") == "gpu-operator"
+        and "node-feature-discovery" not in name_of(pod))
+
+
+def requests_gpu(pod: Mapping[str, Any]) -> bool:
+    """Any container (or init container) asks for an nvidia.com/ resource."""
+    spec = pod.get("spec") or {}
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        res = c.get("resources") or {}
+        for part in ("limits", "requests"):
+            for k, v in (res.get(part) or {}).items():
+                if is_gpu_resource(k) and v not in (0, "0", None, ""):
+                    return True
+    return False

@@ -5,6 +5,7 @@ Handlers build these; the CLI, templates and Slack only read them.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -97,6 +98,9 @@ class Diagnosis:
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
+
+    def add_all(self, findings: Iterable[Finding]) -> None:
+        self.findings.extend(findings)
 
     def check(self, name: str) -> None:
         if name not in self.checks:

@@ -1,0 +1,133 @@
+"""gpubot command line: the same diagnoses as Slack, on a snapshot or a cluster.
+
+Exit codes: 0 a diagnosis was produced (whatever it found), 1 the target or the snapshot
+cannot be found or read, 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import TextIO
+
+from bot.render import render_json, render_text
+from handlers.errors import GpubotError, TargetNotFound
+from handlers.model import Diagnosis
+from handlers.view import ClusterView, Reader, ViewError
+
+EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+
+EXAMPLES = """examples:
+  gpubot why-pending ml-team/train-0 --snapshot examples/plugin-crashloop-cuda-mismatch
+  gpubot why-pending deployment/llm-serve -n inference --snapshot ./dump
+  gpubot doctor gpu-node-7 --snapshot ./dump -o json
+  gpubot nodes --snapshot ./dump
+
+make a snapshot of a cluster:
+  kubectl cluster-info dump --all-namespaces --output-directory ./dump
+  kubectl get resourcequotas,limitranges,priorityclasses,runtimeclasses,configmaps -A \\
+      -o yaml > ./dump/extra.yaml
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a hint of what to type after every usage error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"gpubot: error: {message}\nRun `{self.prog} --help` for examples.\n")
+        sys.exit(EXIT_USAGE)
+
+
+def _add_source(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--snapshot", metavar="PATH",
+                   help="a snapshot: kubectl -o yaml/json files, a cluster-info dump "
+                        "(directory or single stream), or a directory mixing them")
+    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                   help="text for people (default), json for tools")
+    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                   help="colour in text output (auto: only on a terminal)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="gpubot", description="Why is my GPU workload stuck?",
+                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    sub.required = True
+    p = sub.add_parser("why-pending", help="root cause of a pending GPU pod or workload",
+                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("target", metavar="TARGET",
+                   help="POD, NS/POD, or KIND/NAME (deployment, statefulset, job, replicaset)")
+    p.add_argument("-n", "--namespace", help="namespace of TARGET (default: default)")
+    _add_source(p)
+    p = sub.add_parser("doctor", help="GPU discovery chain per node: driver, plugin, runtime")
+    p.add_argument("node", metavar="NODE", nargs="?", help="one node (default: every GPU node)")
+    _add_source(p)
+    p = sub.add_parser("nodes", help="GPU ledger per node and per GPU model")
+    _add_source(p)
+    return parser
+
+
+def open_view(args: argparse.Namespace, err: TextIO) -> ClusterView:
+    """The cluster view the arguments name. Raises ViewError when it cannot be opened."""
+    if not args.snapshot:
+        raise _Usage("no cluster to read: give --snapshot PATH "
+                     "(e.g. --snapshot examples/plugin-crashloop-cuda-mismatch)")
+    from bot.snapshot import load_snapshot
+
+    start = time.monotonic()
+    view = load_snapshot(args.snapshot)
+    if err.isatty() and time.monotonic() - start > 1.0:
+        err.write(f"gpubot: read {len(view.files)} files in {time.monotonic() - start:.1f}s\n")
+    return view
+
+
+class _Usage(GpubotError):
+    pass
+
+
+def _diagnose(args: argparse.Namespace, reader: Reader) -> Diagnosis:
+    from handlers import doctor, nodes, why_pending
+
+    runners: dict[str, Callable[[], Diagnosis]] = {
+        "why-pending": lambda: why_pending.run(reader, args.target, args.namespace),
+        "doctor": lambda: doctor.run(reader, args.node),
+        "nodes": lambda: nodes.run(reader),
+    }
+    return runners[args.command]()
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    args = build_parser().parse_args(argv)
+    from handlers.why_pending import UsageError
+
+    try:
+        view = open_view(args, err)
+        diag = _diagnose(args, Reader(view))
+    except (_Usage, UsageError) as e:
+        err.write(f"gpubot: error: {e}\n")
+        return EXIT_USAGE
+    except TargetNotFound as e:
+        err.write(f"gpubot: {e}\n")
+        return EXIT_NOT_FOUND
+    except ViewError as e:
+        err.write(f"gpubot: {e}\n")
+        return EXIT_NOT_FOUND
+    source = view.source
+    for problem in getattr(view, "problems", []):
+        diag.unchecked.append(f"not read: {problem}")
+    if args.output == "json":
+        out.write(render_json(diag, source=source) + "\n")
+    else:
+        color = args.color == "always" or (args.color == "auto" and out.isatty())
+        out.write(render_text(diag, color=color, source=source))
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""Checks on the GPU DaemonSets themselves: RuntimeClass, Pod Security, plugin privileges.
+
+These are causes shared by every node the DaemonSet targets, so they are reported once per
+DaemonSet (naming the DaemonSet, and the nodes in scope it keeps without a pod).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from handlers.chain.placement import template_spec
+from handlers.gpu import labels, name_of, ns_of
+from handlers.model import ObjectRef, Severity
+from handlers.view import Reader
+
+Obj = dict[str, Any]
+
+DEVICE_PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+PSA_ENFORCE = "pod-security.kubernetes.io/enforce"
+_MAX_NODE_REFS = 10
+
+
+def ds_ref(ds: Obj) -> ObjectRef:
+    return ObjectRef("DaemonSet", name_of(ds), ns_of(ds) or None)
+
+
+def ds_label(ds: Obj) -> str:
+    return f"{ns_of(ds)}/{name_of(ds)}"
+
+
+def managed_by_operator(ds: Obj) -> bool:
+    return any(r.get("kind") == "ClusterPolicy"
+               for r in (ds.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def event_message(ev: Obj) -> str:
+    return str(ev.get("message") or ev.get("note") or "").strip()
+
+
+def kind_was_read(reader: Reader, kind: str, objs: list[Obj]) -> bool:
+    """Whether objects of ``kind`` were read at all, so that "none of them is X" means it.
+
+    A snapshot without any RuntimeClass (kubectl cluster-info dump leaves them out) says
+    nothing about the cluster's RuntimeClasses; a live read that succeeded does.
+    """
+    if objs:
+        return True
+    if not reader.readable(kind):
+        return False
+    view: Any = reader.view
+    has_kind = getattr(view, "has_kind", None)
+    if callable(has_kind):
+        return bool(has_kind(kind))
+    kinds = getattr(view, "kinds", None)
+    if isinstance(kinds, set | frozenset | list | tuple | dict):
+        return kind in kinds
+    return not str(getattr(view, "source", "")).startswith("snapshot")
+
+
+@dataclass
+class DsIssue:
+    """A DaemonSet-level cause, reported once and referred to by the nodes it hits."""
+
+    code: str
+    severity: Severity
+    summary: str
+    evidence: list[str]
+    fix: str
+    extra_objects: list[ObjectRef] = field(default_factory=list)
+
+
+def _container_needs(c: Obj) -> list[str]:
+    """Plugin settings that need privileged / SYS_ADMIN (upstream helm chart's rules)."""
+    env = {e.get("name"): str(e.get("value", "")) for e in c.get("env") or []}
+    out = []
+    if env.get("PASS_DEVICE_SPECS", "").lower() == "true":
+        out.append("env PASS_DEVICE_SPECS=true (compatWithCPUManager) needs privileged: true")
+    if env.get("MIG_STRATEGY", "none") not in ("none", ""):
+        out.append(f"env MIG_STRATEGY={env['MIG_STRATEGY']} needs privileged: true or "
+                   "capabilities.add [SYS_ADMIN]")
+    if "volume-mounts" in env.get("DEVICE_LIST_STRATEGY", ""):
+        out.append(f"env DEVICE_LIST_STRATEGY={env['DEVICE_LIST_STRATEGY']} needs "
+                   "privileged: true or capabilities.add [SYS_ADMIN]")
+    return out
+
+
+def _plugin_containers(spec: Obj) -> list[Obj]:
+    """The plugin container itself, not its config-manager / MPS sidecars (same image)."""
+    cs = [c for c in spec.get("containers") or []
+          if not any(x in str(c.get("name", "")) for x in ("config-manager", "mps", "gfd",
+                                                            "feature-discovery"))]
+    picked = [c for c in cs if "device-plugin" in str(c.get("name", ""))]
+    picked = picked or [c for c in cs if "device-plugin" in str(c.get("image", ""))]
+    return picked or cs[:1]
+
+
+def privilege_issue(ds: Obj) -> DsIssue | None:
+    """DEVICE_PLUGIN_NOT_PRIVILEGED: the plugin cannot create its socket or see devices.
+
+    Upstream (NVIDIA/k8s-device-plugin static manifests and helm chart): a hostPath volume
+    for /var/lib/kubelet/device-plugins mounted at the same path, as root; privileged when
+    PASS_DEVICE_SPECS (compatWithCPUManager); SYS_ADMIN or privileged for MIG strategies
+    and the volume-mounts device list strategy.
+    """
+    spec = template_spec(ds)
+    host_vols = {v.get("name"): str((v.get("hostPath") or {}).get("path", "")).rstrip("/")
+                 for v in spec.get("volumes") or [] if v.get("hostPath")}
+    dp_vols = {n for n, p in host_vols.items()
+               if p.endswith("/device-plugins") or p.endswith("/kubelet")}
+    evidence: list[str] = []
+    critical = False
+    pod_sc = spec.get("securityContext") or {}
+    for c in _plugin_containers(spec):
+        cname = c.get("name", "")
+        mounts = [m for m in c.get("volumeMounts") or [] if m.get("name") in dp_vols
+                  and str(m.get("mountPath", "")).rstrip("/") in (DEVICE_PLUGIN_DIR,
+                                                                  "/var/lib/kubelet")]
+        if not mounts:
+            critical = True
+            if not dp_vols:
+                evidence.append(f"daemonset {ds_label(ds)}: no hostPath volume for "
+                                f"{DEVICE_PLUGIN_DIR}")
+            else:
+                evidence.append(f"daemonset {ds_label(ds)}: container {cname} does not mount "
+                                f"{DEVICE_PLUGIN_DIR}")
+        elif all(m.get("readOnly") for m in mounts):
+            critical = True
+            evidence.append(f"daemonset {ds_label(ds)}: container {cname} mounts "
+                            f"{DEVICE_PLUGIN_DIR} readOnly: true")
+        sc = c.get("securityContext") or {}
+        non_root = sc.get("runAsNonRoot", pod_sc.get("runAsNonRoot"))
+        user = sc.get("runAsUser", pod_sc.get("runAsUser"))
+        if non_root is True or (user not in (None, 0)):
+            critical = True
+            what = f"runAsUser: {user}" if user not in (None, 0) else "runAsNonRoot: true"
+            evidence.append(f"daemonset {ds_label(ds)}: container {cname} securityContext "
+                            f"{what}: cannot create its socket in {DEVICE_PLUGIN_DIR}")
+        privileged = bool(sc.get("privileged"))
+        caps = [str(x) for x in ((sc.get("capabilities") or {}).get("add") or [])]
+        for need in _container_needs(c):
+            if privileged or ("SYS_ADMIN" in caps and "PASS_DEVICE_SPECS" not in need):
+                continue
+            evidence.append(f"daemonset {ds_label(ds)}: container {cname}: {need}; "
+                            f"securityContext is {sc or '{}'}")
+    if not evidence:
+        return None
+    fix = (
+        "The plugin container needs the kubelet's device-plugin directory, as root:\n"
+        "spec:\n  template:\n    spec:\n      containers:\n      - name: nvidia-device-plugin-ctr\n"
+        "        securityContext:\n          privileged: true   # needed for "
+        "PASS_DEVICE_SPECS / MIG / volume-mounts\n"
+        "        volumeMounts:\n        - name: device-plugin\n"
+        f"          mountPath: {DEVICE_PLUGIN_DIR}\n      volumes:\n"
+        f"      - name: device-plugin\n        hostPath:\n          path: {DEVICE_PLUGIN_DIR}\n"
+        "(the upstream manifests: nvidia-device-plugin.yml and "
+        "nvidia-device-plugin-compat-with-cpumanager.yml in NVIDIA/k8s-device-plugin)"
+    )
+    if managed_by_operator(ds):
+        fix = ("This DaemonSet is rendered by the GPU operator: do not patch it, reinstall or "
+               "upgrade the operator chart so it renders the stock device-plugin DaemonSet "
+               "(helm upgrade gpu-operator nvidia/gpu-operator -n " + ns_of(ds) + ").\n" + fix)
+    return DsIssue(
+        "DEVICE_PLUGIN_NOT_PRIVILEGED",
+        Severity.CRITICAL if critical else Severity.WARNING,
+        f"Device-plugin DaemonSet {ds_label(ds)} lacks the mounts or privileges it needs.",
+        evidence, fix)
+
+
+def _needs_privileged(spec: Obj) -> list[str]:
+    out = []
+    for key in ("hostPID", "hostIPC", "hostNetwork"):
+        if spec.get(key):
+            out.append(f"{key}: true")
+    hp = [v.get("name") for v in spec.get("volumes") or [] if v.get("hostPath")]
+    if hp:
+        out.append(f"hostPath volumes {', '.join(str(x) for x in hp[:4])}")
+    for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
+        if (c.get("securityContext") or {}).get("privileged"):
+            out.append(f"privileged container {c.get('name')}")
+            break
+    return out
+
+
+def pod_security_issue(reader: Reader, ds: Obj, events: list[Obj]) -> DsIssue | None:
+    """POD_SECURITY_BLOCKS_OPERATOR: FailedCreate 'violates PodSecurity', or a namespace
+    that enforces baseline/restricted under a DaemonSet that needs privileged pods."""
+    ns = ns_of(ds)
+    ns_obj = reader.get("Namespace", ns) if ns else None
+    level = labels(ns_obj or {}).get(PSA_ENFORCE)
+    blocked = [event_message(e) for e in events if "violates PodSecurity" in event_message(e)]
+    status = ds.get("status") or {}
+    desired = int(status.get("desiredNumberScheduled") or 0)
+    current = int(status.get("currentNumberScheduled") or 0)
+    label_ev = (f"namespace {ns}: {PSA_ENFORCE}={level}" if level else
+                f"namespace {ns}: no {PSA_ENFORCE} label (the cluster's default level applies)")
+    fix = (f"kubectl label --overwrite namespace {ns} {PSA_ENFORCE}=privileged\n"
+           "(GPU operator components need privileged pods and hostPath volumes; after "
+           f"labelling, the DaemonSet controller creates the missing pods: kubectl -n {ns} "
+           f"get ds {name_of(ds)})")
+    refs = [ObjectRef("Namespace", ns)] if ns else []
+    if blocked:
+        ev = [f"daemonset {ds_label(ds)} FailedCreate: {m}" for m in blocked[-2:]]
+        ev += [label_ev, f"daemonset {ds_label(ds)}: desired {desired}, current {current}"]
+        return DsIssue("POD_SECURITY_BLOCKS_OPERATOR", Severity.CRITICAL,
+                       f"Pod Security admission rejects the pods of {ds_label(ds)}.", ev, fix,
+                       refs)
+    if level in ("baseline", "restricted"):
+        needs = _needs_privileged(template_spec(ds))
+        if not needs:
+            return None
+        ev = [label_ev, f"daemonset {ds_label(ds)} pod template: {', '.join(needs)}",
+              f"daemonset {ds_label(ds)}: desired {desired}, current {current}"]
+        if current < desired:
+            return DsIssue("POD_SECURITY_BLOCKS_OPERATOR", Severity.CRITICAL,
+                           f"Namespace {ns} enforces Pod Security '{level}': {ds_label(ds)} "
+                           "cannot create its privileged pods.", ev, fix, refs)
+        return DsIssue("POD_SECURITY_BLOCKS_OPERATOR", Severity.WARNING,
+                       f"Namespace {ns} enforces Pod Security '{level}': pods of "
+                       f"{ds_label(ds)} will be rejected when they are recreated.", ev, fix,
+                       refs)
+    return None
+
+
+def runtimeclass_issue(ds: Obj, events: list[Obj], runtime_classes: list[Obj] | None,
+                       ) -> tuple[DsIssue | None, bool]:
+    """RUNTIMECLASS_MISSING for a GPU DaemonSet; the bool says whether it could be checked."""
+    rc = template_spec(ds).get("runtimeClassName")
+    if not rc:
+        return None, True
+    rejected = [event_message(e) for e in events
+                if f'RuntimeClass "{rc}" not found' in event_message(e)
+                or ("RuntimeClass" in event_message(e) and "not found" in event_message(e))]
+    if runtime_classes is None and not rejected:
+        return None, False
+    names = sorted(name_of(r) for r in runtime_classes or [])
+    if runtime_classes is not None and rc in names:
+        return None, True
+    ev = [f"daemonset {ds_label(ds)}: spec.template.spec.runtimeClassName={rc}"]
+    if runtime_classes is not None:
+        ev.append(f"runtimeclasses in the cluster: {', '.join(names) if names else 'none'} "
+                  f"(no {rc!r})")
+    ev += [f"daemonset {ds_label(ds)} FailedCreate: {m}" for m in rejected[-2:]]
+    handler = "nvidia"
+    fix = (
+        f"Create the RuntimeClass (its handler must be a runtime configured in containerd/CRI-O "
+        f"on the GPU nodes, which the NVIDIA container toolkit adds):\n"
+        f"cat <<EOF | kubectl apply -f -\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\n"
+        f"metadata:\n  name: {rc}\nhandler: {handler}\nEOF"
+    )
+    if managed_by_operator(ds):
+        fix += ("\n(The GPU operator creates RuntimeClass 'nvidia' itself: check its logs, "
+                f"kubectl -n {ns_of(ds)} logs deploy/gpu-operator | grep -i runtimeclass)")
+    return DsIssue("RUNTIMECLASS_MISSING", Severity.CRITICAL,
+                   f"DaemonSet {ds_label(ds)} names RuntimeClass {rc!r}, which does not exist.",
+                   ev, fix, [ObjectRef("RuntimeClass", str(rc))]), True
+
+
+def node_refs(nodes: list[str]) -> list[ObjectRef]:
+    return [ObjectRef("Node", n) for n in nodes[:_MAX_NODE_REFS]]

@@ -1,0 +1,159 @@
+"""Everything the chain reads, read once: one pass over the cluster's pods.
+
+A 30,000-pod cluster is listed once; the pass keeps only the few pods the chain looks at
+(device-plugin and GPU operator pods, pods the kubelet refused, failing GPU workloads),
+indexed by node.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from handlers.gpu import (
+    is_device_plugin_pod,
+    is_operator_controller,
+    name_of,
+    ns_of,
+    operator_component,
+    requests_gpu,
+)
+from handlers.view import Reader
+
+Obj = dict[str, Any]
+
+_TERMINAL = ("Succeeded", "Failed")
+_FAILING_WAIT = frozenset({"CrashLoopBackOff", "RunContainerError", "CreateContainerError",
+                           "StartError", "CreateContainerConfigError"})
+
+
+def _template_pod(ds: Obj) -> Obj:
+    """A DaemonSet's pod template as a pod, so that the pod classifiers apply to it."""
+    tmpl = (ds.get("spec") or {}).get("template") or {}
+    meta = dict(tmpl.get("metadata") or {})
+    meta["name"] = f"{name_of(ds)}-xxxxx"
+    meta["namespace"] = ns_of(ds)
+    return {"kind": "Pod", "metadata": meta, "spec": tmpl.get("spec") or {}}
+
+
+def _admission_failed(pod: Obj) -> bool:
+    st = pod.get("status") or {}
+    return st.get("reason") == "UnexpectedAdmissionError" or "Allocate failed due to" in str(
+        st.get("message") or "")
+
+
+def _workload_failing(pod: Obj) -> bool:
+    """A container waits in a crash/start error, or ended with a non-zero exit."""
+    st = pod.get("status") or {}
+    for cs in st.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        if (state.get("waiting") or {}).get("reason") in _FAILING_WAIT:
+            return True
+        term = state.get("terminated") or (cs.get("lastState") or {}).get("terminated")
+        if term and term.get("exitCode") not in (0, None):
+            return True
+    return False
+
+
+@dataclass
+class Inventory:
+    reader: Reader
+    now: datetime
+    nodes: list[Obj] = field(default_factory=list)
+    node_by_name: dict[str, Obj] = field(default_factory=dict)
+    # Non-terminated device-plugin pods per node, and GPU operator pods per node/component.
+    plugin_pods: dict[str, list[Obj]] = field(default_factory=dict)
+    component_pods: dict[str, dict[str, list[Obj]]] = field(default_factory=dict)
+    # Failed one-shot validator pods (nvidia-cuda-validator-x, ...) per node.
+    failed_validators: dict[str, list[Obj]] = field(default_factory=dict)
+    # Operator pods not run by a DaemonSet (the operator itself, NFD master/gc).
+    cluster_pods: list[tuple[str, Obj]] = field(default_factory=list)
+    admission_failed: dict[str, list[Obj]] = field(default_factory=dict)
+    failing_gpu_workloads: dict[str, list[Obj]] = field(default_factory=dict)
+    daemonsets: list[Obj] = field(default_factory=list)
+    plugin_daemonsets: list[Obj] = field(default_factory=list)
+    component_daemonsets: list[tuple[str, Obj]] = field(default_factory=list)
+    cluster_policies: list[Obj] = field(default_factory=list)
+
+    @property
+    def plugin_nodes(self) -> set[str]:
+        return set(self.plugin_pods)
+
+    def daemonset(self, namespace: str, name: str) -> Obj | None:
+        for ds in self.daemonsets:
+            if name_of(ds) == name and ns_of(ds) == namespace:
+                return ds
+        return None
+
+    @property
+    def operator_namespace(self) -> str | None:
+        """Where the GPU operator runs: its controller's, else its DaemonSets' namespace."""
+        for comp, pod in self.cluster_pods:
+            if comp == "operator":
+                return ns_of(pod)
+        for _, ds in self.component_daemonsets:
+            return ns_of(ds)
+        for ds in self.plugin_daemonsets:
+            return ns_of(ds)
+        return None
+
+
+def build_inventory(reader: Reader) -> Inventory:
+    inv = Inventory(reader, reader.now())
+    inv.nodes = reader.list("Node")
+    inv.node_by_name = {name_of(n): n for n in inv.nodes}
+    plugin: dict[str, list[Obj]] = defaultdict(list)
+    comps: dict[str, dict[str, list[Obj]]] = defaultdict(lambda: defaultdict(list))
+    validators: dict[str, list[Obj]] = defaultdict(list)
+    admission: dict[str, list[Obj]] = defaultdict(list)
+    workloads: dict[str, list[Obj]] = defaultdict(list)
+    for pod in reader.list("Pod"):
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName") or ""
+        phase = (pod.get("status") or {}).get("phase")
+        if node and phase == "Failed" and _admission_failed(pod):
+            admission[node].append(pod)
+            continue
+        if is_device_plugin_pod(pod):
+            if node and phase not in _TERMINAL:
+                plugin[node].append(pod)
+            continue
+        comp = operator_component(pod)
+        if comp is None and is_operator_controller(pod):
+            comp = "operator"
+        if comp is not None:
+            kinds = {r.get("kind") for r in (pod.get("metadata") or {}).get(
+                "ownerReferences") or []}
+            if "DaemonSet" in kinds and node:
+                if phase not in _TERMINAL:
+                    comps[node][comp].append(pod)
+            elif comp == "validator" and node:
+                if phase == "Failed":
+                    validators[node].append(pod)
+            elif phase not in _TERMINAL:
+                inv.cluster_pods.append((comp, pod))
+            continue
+        if node and _workload_failing(pod) and requests_gpu(pod):
+            workloads[node].append(pod)
+    inv.plugin_pods = dict(plugin)
+    inv.component_pods = {n: dict(c) for n, c in comps.items()}
+    inv.failed_validators = dict(validators)
+    inv.admission_failed = dict(admission)
+    inv.failing_gpu_workloads = dict(workloads)
+    inv.daemonsets = reader.list("DaemonSet")
+    for ds in inv.daemonsets:
+        tp = _template_pod(ds)
+        if is_device_plugin_pod(tp):
+            inv.plugin_daemonsets.append(ds)
+            continue
+        comp = operator_component(tp)
+        if comp is not None:
+            inv.component_daemonsets.append((comp, ds))
+    inv.cluster_policies = reader.list("ClusterPolicy")
+    return inv
+
+
+def template_pod(ds: Obj) -> Obj:
+    return _template_pod(ds)

@@ -1,0 +1,612 @@
+"""One GPU node's discovery chain: hardware -> driver -> toolkit -> plugin -> kubelet.
+
+Each stage looks at its own pods and labels. A pod that only waits for an earlier stage
+(an init container ``driver-validation`` still polling) is not a cause of its own: it is
+evidence for the earlier stage's finding. Log lines are read only from failing pods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from handlers.chain.daemonsets import DsIssue, ds_label, event_message, managed_by_operator
+from handlers.chain.extras import labels_check, make_row, mig_check, sharing_check
+from handlers.chain.fixes import CRIT, INFO, WARN, Where, fix, summary
+from handlers.chain.inventory import Inventory
+from handlers.chain.model import (
+    CHECK_ADMISSION,
+    CHECK_DRIVER,
+    CHECK_HARDWARE,
+    CHECK_HEALTH,
+    CHECK_OPERATOR,
+    CHECK_PLUGIN,
+    CHECK_REGISTRATION,
+    CHECK_TOOLKIT,
+    CHECK_WORKLOADS,
+    Findings,
+    NodeChain,
+)
+from handlers.chain.placement import exclusions, untolerated_taints
+from handlers.chain.pods import (
+    BLOCKED,
+    CRASHLOOP,
+    CREATE_ERROR,
+    CREATING,
+    IMAGE_PULL,
+    UNSCHEDULED,
+    PodState,
+    fmt_age,
+    owner,
+    pod_state,
+)
+from handlers.chain.sharing import SharingConfig
+from handlers.codes import code_rank
+from handlers.gpu import (
+    GPU_RESOURCE,
+    cuda_version,
+    driver_version,
+    expected_gpu_count,
+    gpu_meant_by,
+    gpu_resources,
+    has_gpu_labels,
+    labels,
+    name_of,
+    nfd_pci_nvidia,
+    nfd_running,
+    ns_of,
+)
+from handlers.logpatterns import classify_log, last_lines
+from handlers.model import ObjectRef, Severity
+from handlers.view import Reader
+
+Obj = dict[str, Any]
+
+# The stage an operator validation init container waits for.
+VALIDATION_STAGE = {
+    "driver-validation": "DRIVER_NOT_READY",
+    "toolkit-validation": "CONTAINER_RUNTIME_NOT_CONFIGURED",
+}
+# Component -> the code its own failure is reported as.
+COMPONENT_CODE = {
+    "driver": "DRIVER_NOT_READY",
+    "toolkit": "CONTAINER_RUNTIME_NOT_CONFIGURED",
+    "mig-manager": "MIG_CONFIG_FAILED",
+}
+# Codes a log line can prove that are causes further up the chain than the pod it came from.
+UPSTREAM = ("DRIVER_NOT_READY", "CONTAINER_RUNTIME_NOT_CONFIGURED", "NVML_INIT_FAILED",
+            "CUDA_DRIVER_MISMATCH")
+# Log codes that are only evidence, never a finding by themselves.
+EVIDENCE_ONLY = ("GPU_UNHEALTHY", "DEVICE_ADMISSION_FAILED")
+# The codes that mean a check did not pass on the node.
+FAILS: dict[str, frozenset[str]] = {
+    CHECK_HARDWARE: frozenset({"GPU_HARDWARE_NOT_DETECTED"}),
+    CHECK_DRIVER: frozenset({"DRIVER_NOT_READY", "OPERATOR_IMAGE_PULL"}),
+    CHECK_TOOLKIT: frozenset({"CONTAINER_RUNTIME_NOT_CONFIGURED"}),
+    CHECK_PLUGIN: frozenset({"DEVICE_PLUGIN_MISSING", "DEVICE_PLUGIN_CRASHLOOP",
+                             "DEVICE_PLUGIN_IMAGE_PULL", "DEVICE_PLUGIN_NOT_PRIVILEGED",
+                             "NVML_INIT_FAILED"}),
+    CHECK_REGISTRATION: frozenset({"KUBELET_REGISTRATION_FAILED", "GPU_NOT_ADVERTISED"}),
+    CHECK_HEALTH: frozenset({"GPU_UNHEALTHY"}),
+    CHECK_ADMISSION: frozenset({"DEVICE_ADMISSION_FAILED"}),
+    CHECK_WORKLOADS: frozenset({"CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"}),
+    CHECK_OPERATOR: frozenset({"OPERATOR_COMPONENT_FAILING", "OPERATOR_IMAGE_PULL"}),
+}
+_MAX_LOG_EVIDENCE = 4
+_MAX_WORKLOAD_LOGS = 2
+
+
+@dataclass
+class ChainContext:
+    reader: Reader
+    inv: Inventory
+    now: datetime
+    sharing: SharingConfig | None = None
+    ds_issues: dict[tuple[str, str], list[DsIssue]] = field(default_factory=dict)
+    unchecked: list[str] = field(default_factory=list)
+
+
+def node_ready(node: Obj) -> tuple[bool, str]:
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            ok = c.get("status") == "True"
+            return ok, f"Ready={c.get('status')}: {c.get('reason', '')} {c.get('message', '')}"
+    return True, ""
+
+
+def sourced(text: str | None, source: str) -> list[tuple[str, str]]:
+    """``(code, "<source>: <line>")`` for the known lines of a log, event or message."""
+    return [(code, f"{source}: {line}") for code, line in classify_log(text)]
+
+
+class NodeRun:
+    def __init__(self, ctx: ChainContext, node: Obj) -> None:
+        self.ctx = ctx
+        self.node = node
+        self.name = name_of(node)
+        self.ref = ObjectRef("Node", self.name)
+        self.lab = labels(node)
+        self.cap = gpu_resources(node, "capacity")
+        self.alloc = gpu_resources(node, "allocatable")
+        self.advertised = any(v > 0 for v in self.cap.values())
+        self.plugin_only = not self.advertised and not has_gpu_labels(node)
+        self.f = Findings()
+        self.passed: list[str] = []
+        self.row: dict[str, str] = {}
+        now = ctx.now
+        comps = ctx.inv.component_pods.get(self.name, {})
+        self.comp: dict[str, list[PodState]] = {
+            c: [pod_state(p, now) for p in pods] for c, pods in comps.items()}
+        self.plugins = [pod_state(p, now) for p in ctx.inv.plugin_pods.get(self.name, [])]
+        self.plugin_ok = any(s.ready for s in self.plugins)
+        self.where = Where(self.name, driver=driver_version(node) or "",
+                           cuda=cuda_version(node) or "")
+        self.ns = ctx.inv.operator_namespace or "gpu-operator"
+        self.stuck: list[str] = []  # why a plugin pod hangs, when no known line says
+        self.waiting: list[tuple[str, str, PodState]] = []  # pods blocked in validation
+        self.pulls: dict[str, bool] = {}  # component -> its image cannot be pulled
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _where(self, st: PodState | None, container: str = "") -> Where:
+        if st is None:
+            return Where(self.name, self.ns, driver=self.where.driver, cuda=self.where.cuda)
+        c = container or (st.log_containers() or [""])[0]
+        return Where(self.name, st.namespace, st.name, c, self.where.driver, self.where.cuda)
+
+    def add(self, code: str, evidence: list[str], *, st: PodState | None = None,
+            severity: Severity = CRIT, objects: list[ObjectRef] | None = None,
+            actions: list[tuple[str, str]] | None = None, where: Where | None = None) -> None:
+        w = where or self._where(st)
+        objs = [self.ref] + ([st.ref] if st is not None else []) + (objects or [])
+        self.f.add(code, severity, summary(code, w), objects=objs, evidence=evidence,
+                   fix=fix(code, w), actions=actions or [])
+
+    def logs(self, st: PodState) -> tuple[list[tuple[str, str]], list[str]]:
+        """Known lines in the failing containers' logs and messages; the tail as fallback."""
+        found: list[tuple[str, str]] = []
+        tail: list[str] = []
+        for msg in st.messages():
+            found += sourced(msg, "status message")
+        for c in st.log_containers()[:2]:
+            text = self.ctx.reader.logs(st.namespace, st.name, c)
+            found += sourced(text, "log")
+            if not tail:
+                tail = [f"pod {st.label} log ({c}): {ln}" for ln in last_lines(text, 4)]
+        return found, tail
+
+    def log_evidence(self, st: PodState, found: list[tuple[str, str]], code: str) -> list[str]:
+        return [f"pod {st.label} {ln}" for c, ln in found if c == code][:_MAX_LOG_EVIDENCE]
+
+    def log_findings(self, st: PodState, found: list[tuple[str, str]],
+                     skip: tuple[str, ...] = ()) -> list[str]:
+        """One finding per code the lines prove (naming the pod); returns the codes."""
+        codes = []
+        # A cause already reported for the pod's DaemonSet (its mounts, its RuntimeClass)
+        # is not reported again per node.
+        ds_codes = {i.code for i in self.ctx.ds_issues.get(self.plugin_ds_key(st), [])}
+        for code in dict.fromkeys(c for c, _ in found):
+            if code in EVIDENCE_ONLY or code in skip:
+                continue
+            if code in ds_codes:
+                codes.append(code)
+                continue
+            self.add(code, self.log_evidence(st, found, code), st=st)
+            codes.append(code)
+        return codes
+
+    def events(self, st: PodState) -> list[str]:
+        evs = self.ctx.reader.events("Pod", st.name, st.namespace)
+        return [event_message(e) for e in evs if e.get("type") == "Warning"][-3:]
+
+    def blocked(self, st: PodState) -> bool:
+        """The pod only waits in a validation init container: evidence for that stage,
+        attached once every stage has spoken (see resolve_waiting)."""
+        init = st.blocked_on
+        code = VALIDATION_STAGE.get(init or "")
+        if code is None:
+            return False
+        line = (f"pod {st.label} waits in init container {init}"
+                + (f" for {fmt_age(st.age)}" if st.age else ""))
+        self.waiting.append((code, line, st))
+        return True
+
+    def resolve_waiting(self) -> None:
+        """Attach each waiting pod to the earliest broken stage it waits for; a stage that
+        nothing else explains becomes a finding of its own."""
+        driver_codes = ["DRIVER_NOT_READY"] + (["OPERATOR_IMAGE_PULL"]
+                                               if self.pulls.get("driver") else [])
+        toolkit_codes = ["CONTAINER_RUNTIME_NOT_CONFIGURED"] + (
+            ["OPERATOR_IMAGE_PULL"] if self.pulls.get("toolkit") else [])
+        for code, line, st in self.waiting:
+            if code == "DRIVER_NOT_READY":
+                order = driver_codes
+            else:
+                order = [c for c in driver_codes if self.f.has(c)] + toolkit_codes
+            target = next((c for c in order if self.f.has(c)), None)
+            if target is not None:
+                self.f.note(target, line)
+            else:
+                self.add(code, [line], st=st)
+
+    def image_pull(self, st: PodState, code: str) -> None:
+        issue = st.primary
+        ev = st.state_evidence()
+        if issue and issue.image:
+            ev.append(f"image: {issue.image}")
+        os_image = (self.node.get("status") or {}).get("nodeInfo", {}).get("osImage")
+        if os_image and code == "OPERATOR_IMAGE_PULL":
+            ev.append(f"node {self.name} osImage: {os_image}")
+        comp = next((c for c, sts in self.comp.items() if st in sts), "")
+        if comp:
+            self.pulls[comp] = True
+        self.add(code, ev, st=st)
+
+    # -- stages ----------------------------------------------------------------------------
+
+    def hardware(self) -> bool:
+        """False when the node has no NVIDIA PCI device: the rest of the chain is moot."""
+        pci = nfd_pci_nvidia(self.node)
+        if self.advertised or pci:
+            self.passed.append(CHECK_HARDWARE)
+            return True
+        if not nfd_running(self.node):
+            self.ctx.unchecked.append(
+                f"{CHECK_HARDWARE} on {self.name}: not checked (no NFD labels on the node)")
+            return True
+        meant = gpu_meant_by(self.node)
+        if not meant:
+            return True
+        nfd = next(f"{k}={v}" for k, v in self.lab.items()
+                   if k.startswith("feature.node.kubernetes.io/"))
+        self.add("GPU_HARDWARE_NOT_DETECTED", [
+            *meant, f"{nfd} (NFD labels the node)",
+            "feature.node.kubernetes.io/pci-10de.present: absent (no NVIDIA PCI device)"])
+        return False
+
+    def driver(self) -> None:
+        for st in self.comp.get("driver", []):
+            if not st.failing:
+                continue
+            if st.kind == IMAGE_PULL:
+                self.image_pull(st, "OPERATOR_IMAGE_PULL")
+                continue
+            found, tail = self.logs(st)
+            ev = st.state_evidence() + self.log_evidence(st, found, "DRIVER_NOT_READY")
+            if not any(c == "DRIVER_NOT_READY" for c, _ in found):
+                ev += tail
+            self.add("DRIVER_NOT_READY", ev, st=st)
+            self.log_findings(st, found, skip=("DRIVER_NOT_READY",))
+        if not self.f.has("DRIVER_NOT_READY", "OPERATOR_IMAGE_PULL"):
+            self.passed.append(CHECK_DRIVER)
+
+    def toolkit(self) -> None:
+        for st in self.comp.get("toolkit", []):
+            if not st.failing:
+                continue
+            if st.kind == IMAGE_PULL:
+                self.image_pull(st, "OPERATOR_IMAGE_PULL")
+                continue
+            if self.blocked(st):
+                continue
+            found, tail = self.logs(st)
+            up = [c for c, _ in found if c == "DRIVER_NOT_READY"]
+            if up:
+                self.log_findings(st, found)
+                continue
+            code = "CONTAINER_RUNTIME_NOT_CONFIGURED"
+            ev = st.state_evidence() + self.log_evidence(st, found, code)
+            self.add(code, ev + ([] if len(ev) > len(st.state_evidence()) else tail), st=st)
+            self.log_findings(st, found, skip=(code,))
+        if not self.f.has("CONTAINER_RUNTIME_NOT_CONFIGURED"):
+            self.passed.append(CHECK_TOOLKIT)
+
+    def plugin(self) -> None:
+        if not self.plugins:
+            self.plugin_missing()
+            return
+        if self.plugin_ok:
+            self.passed.append(CHECK_PLUGIN)
+            return
+        for st in self.plugins:
+            if not st.failing:
+                continue
+            kind = st.kind
+            if kind == IMAGE_PULL:
+                self.image_pull(st, "DEVICE_PLUGIN_IMAGE_PULL")
+            elif kind == UNSCHEDULED:
+                self.add("DEVICE_PLUGIN_MISSING", st.state_evidence(), st=st)
+            elif kind == BLOCKED and self.blocked(st):
+                pass
+            elif kind in (CRASHLOOP, CREATE_ERROR):
+                found, tail = self.logs(st)
+                found += [x for m in self.events(st) for x in sourced(m, "event")]
+                causes = [ln for c, ln in found if c not in EVIDENCE_ONLY][:_MAX_LOG_EVIDENCE]
+                ev = st.state_evidence() + [f"pod {st.label} {ln}" for ln in causes]
+                self.add("DEVICE_PLUGIN_CRASHLOOP", ev + ([] if causes else tail), st=st)
+                self.log_findings(st, found)
+            else:
+                msgs = self.events(st) if kind == CREATING else []
+                found = [x for m in msgs for x in sourced(m, "event")]
+                if not found:
+                    more, tail = self.logs(st)
+                    found += more
+                if not self.log_findings(st, found):
+                    self.stuck = [*st.state_evidence(), *[f"event: {m}" for m in msgs]]
+
+    def plugin_missing(self) -> None:
+        inv = self.ctx.inv
+        ev: list[str] = []
+        fix_text = ""
+        if not inv.plugin_daemonsets:
+            ev.append("no device-plugin DaemonSet in the cluster (app label "
+                      "nvidia-device-plugin-daemonset / nvidia-device-plugin-ds / "
+                      "nvidia-device-plugin / nvidia-gpu-device-plugin)")
+            for cp in inv.cluster_policies:
+                dp = (cp.get("spec") or {}).get("devicePlugin") or {}
+                if dp.get("enabled") is False:
+                    ev.append(f"clusterpolicy {name_of(cp)}: spec.devicePlugin.enabled=false")
+                    fix_text = ("kubectl patch clusterpolicy " + name_of(cp) + " --type merge "
+                                "-p '{\"spec\":{\"devicePlugin\":{\"enabled\":true}}}'")
+            fix_text = fix_text or (
+                "Install the device plugin: helm upgrade -i nvdp nvidia/nvidia-device-plugin "
+                "-n nvidia-device-plugin --create-namespace (or the GPU operator), or kubectl "
+                "apply -f https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/v0.17.1/"
+                "deployments/static/nvidia-device-plugin.yml")
+        objects: list[ObjectRef] = []
+        for ds in inv.plugin_daemonsets:
+            objects.append(ObjectRef("DaemonSet", name_of(ds), ns_of(ds)))
+            excl = exclusions(ds, self.node)
+            if excl:
+                ev += [f"daemonset {ds_label(ds)}: {e}" for e in excl]
+                if fix_text:
+                    continue
+                taints = untolerated_taints(ds, self.node)
+                if taints:
+                    t = taints[0]
+                    tol = (f"- key: {t.get('key')}\n  operator: Exists\n  effect: "
+                           f"{t.get('effect')}")
+                    if managed_by_operator(ds):
+                        fix_text = ("Add the toleration to the ClusterPolicy (the operator "
+                                    "copies it to its DaemonSets):\nspec:\n  daemonsets:\n"
+                                    "    tolerations:\n    " + tol.replace("\n", "\n    "))
+                    else:
+                        fix_text = (f"kubectl -n {ns_of(ds)} patch ds {name_of(ds)} --type=json "
+                                    "-p '[{\"op\":\"add\",\"path\":\"/spec/template/spec/"
+                                    "tolerations/-\",\"value\":{\"key\":\"" + str(t.get("key"))
+                                    + "\",\"operator\":\"Exists\",\"effect\":\""
+                                    + str(t.get("effect")) + "\"}}]'\n(tolerations:\n" + tol
+                                    + ")")
+                else:
+                    sel = ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get(
+                        "nodeSelector") or {}
+                    pairs = " ".join(f"{k}={v}" for k, v in sel.items()
+                                     if self.lab.get(k) != str(v))
+                    if pairs:
+                        fix_text = f"kubectl label node {self.name} {pairs} --overwrite"
+                        if managed_by_operator(ds):
+                            fix_text += ("\n(the GPU operator sets nvidia.com/gpu.deploy.* "
+                                         "labels on nodes with an NVIDIA PCI device; a value "
+                                         "of false disables the component on purpose)")
+                    else:
+                        fix_text = (f"kubectl -n {ns_of(ds)} edit ds {name_of(ds)}   # make "
+                                    "spec.template.spec.affinity match the node's labels")
+                continue
+            st = ds.get("status") or {}
+            ev.append(f"daemonset {ds_label(ds)} selects this node but has no pod on it "
+                      f"(desired {st.get('desiredNumberScheduled', '?')}, current "
+                      f"{st.get('currentNumberScheduled', '?')}, ready "
+                      f"{st.get('numberReady', '?')})")
+            issues = self.ctx.ds_issues.get((ns_of(ds), name_of(ds)), [])
+            for issue in issues:
+                ev.append(f"cause: {issue.code}: {issue.evidence[0]}")
+                fix_text = fix_text or issue.fix
+            failed = [e for e in self.ctx.reader.events("DaemonSet", name_of(ds), ns_of(ds))
+                      if e.get("reason") == "FailedCreate"]
+            if failed and not issues:
+                ev.append(f"daemonset {ds_label(ds)} FailedCreate: {event_message(failed[-1])}")
+            fix_text = fix_text or (f"kubectl -n {ns_of(ds)} describe ds {name_of(ds)}   # "
+                                    "events say why the pod is not created")
+        self.f.add("DEVICE_PLUGIN_MISSING", CRIT, summary("DEVICE_PLUGIN_MISSING", self.where),
+                   objects=[self.ref, *objects], evidence=ev, fix=fix_text)
+
+    def components(self) -> None:
+        """validator, gfd, dcgm, dcgm-exporter, nfd, mig-manager: their own failures."""
+        for comp, states in self.comp.items():
+            if comp in ("driver", "toolkit"):
+                continue
+            for st in states:
+                if not st.failing:
+                    continue
+                if st.kind == IMAGE_PULL:
+                    self.image_pull(st, "OPERATOR_IMAGE_PULL")
+                    continue
+                if self.blocked(st):
+                    continue
+                found, tail = self.logs(st)
+                if st.kind == CREATING:
+                    found += [x for m in self.events(st) for x in sourced(m, "event")]
+                upstream = [c for c, _ in found if c in UPSTREAM]
+                if upstream:
+                    self.log_findings(st, found)
+                    continue
+                code = COMPONENT_CODE.get(comp, "OPERATOR_COMPONENT_FAILING")
+                own = self.log_evidence(st, found, code)
+                sev = WARN if code == "OPERATOR_COMPONENT_FAILING" else CRIT
+                if code == "OPERATOR_COMPONENT_FAILING" and st.blocked_on:
+                    # Waiting for a later validation (plugin-validation, cuda-validation):
+                    # what blocks it is reported by its own stage.
+                    sev = WARN
+                self.add(code, [f"component {comp}", *st.state_evidence(), *own,
+                                *([] if own else tail)], st=st, severity=sev)
+                self.log_findings(st, found, skip=(code,))
+        for pod in self.ctx.inv.failed_validators.get(self.name, [])[:2]:
+            st = pod_state(pod, self.ctx.now)
+            found, _ = self.logs(st)
+            if not found:
+                text = self.ctx.reader.logs(st.namespace, st.name)
+                found = sourced(text, "log")
+            self.log_findings(st, found)
+        if not self.f.has("OPERATOR_COMPONENT_FAILING", "OPERATOR_IMAGE_PULL"):
+            self.passed.append(CHECK_OPERATOR)
+
+    def advertising(self) -> None:
+        cap = self.cap.get(GPU_RESOURCE)
+        if self.advertised:
+            self.passed.append(CHECK_REGISTRATION)
+            self.partial(cap)
+            return
+        causes = [c for c in self.f.problems() if c != "GPU_NOT_ADVERTISED"]
+        causes += [i.code for st in self.plugins
+                   for i in self.ctx.ds_issues.get(self.plugin_ds_key(st), [])]
+        if not causes and self.plugin_ok:
+            st = next(s for s in self.plugins if s.ready)
+            text = self.ctx.reader.logs(st.namespace, st.name, self.plugin_container(st))
+            found = sourced(text, "log")
+            causes = self.log_findings(st, found)
+            if not causes:
+                ready_since = next((c.get("lastTransitionTime") for c in
+                                    (st.pod.get("status") or {}).get("conditions") or []
+                                    if c.get("type") == "Ready"), None)
+                ev = [f"pod {st.label} is Running and Ready"
+                      + (f" since {ready_since}" if ready_since else ""),
+                      f"node {self.name} capacity nvidia.com/gpu: "
+                      + ("absent" if cap is None else f"{cap:g}")]
+                ev += [f"pod {st.label} log: {ln}" for ln in last_lines(text, 3)]
+                self.add("KUBELET_REGISTRATION_FAILED", ev, st=st,
+                         actions=[("restart-device-plugin", self.name)],
+                         where=self._where(st, self.plugin_container(st) or ""))
+                causes = ["KUBELET_REGISTRATION_FAILED"]
+        ev = [f"node {self.name} capacity nvidia.com/gpu: "
+              + ("absent" if cap is None else f"{cap:g}"), *gpu_meant_by(self.node)]
+        if causes:
+            ev.append("cause: " + ", ".join(dict.fromkeys(causes)))
+        ev += self.stuck
+        sev = WARN if self.plugin_only else CRIT
+        if self.plugin_only:
+            ev.append("the node carries no GPU labels: if it has no GPU, keep the "
+                      "device-plugin DaemonSet off it with a nodeSelector")
+        self.add("GPU_NOT_ADVERTISED", ev, severity=sev)
+
+    def partial(self, cap: float | None) -> None:
+        expected = expected_gpu_count(self.node)
+        shared = (self.lab.get("nvidia.com/gpu.replicas", "1") not in ("1", "")
+                  or self.lab.get("nvidia.com/mig.strategy") in ("single", "mixed")
+                  or any(k.endswith(".shared") for k in self.cap))
+        if expected and cap is not None and not shared and cap < expected:
+            self.add("GPU_NOT_ADVERTISED", [
+                f"node {self.name} capacity nvidia.com/gpu: {cap:g} < "
+                f"nvidia.com/gpu.count={expected}",
+                "the device plugin enumerates fewer GPUs than the node has (a GPU fell off "
+                "the bus or failed to initialise)"], severity=WARN)
+
+    def plugin_ds_key(self, st: PodState) -> tuple[str, str]:
+        ref = owner(st.pod, "DaemonSet") or {}
+        return st.namespace, str(ref.get("name", ""))
+
+    @staticmethod
+    def plugin_container(st: PodState) -> str | None:
+        cs = ((st.pod.get("spec") or {}).get("containers") or [])
+        names = [str(c.get("name")) for c in cs]
+        return next((n for n in names if "device-plugin" in n), names[0] if names else None)
+
+    def health(self) -> None:
+        low = [(r, c, self.alloc.get(r, 0.0)) for r, c in self.cap.items()
+               if self.alloc.get(r, 0.0) < c]
+        if not low:
+            if self.advertised:
+                self.passed.append(CHECK_HEALTH)
+            return
+        lines = [f"allocatable {r}: {a:g} < capacity {c:g}" for r, c, a in low]
+        if not self.plugin_ok:
+            # The kubelet marks a plugin's devices unhealthy when the plugin goes away: the
+            # plugin's own problem is the cause.
+            problems = sorted(self.f.problems(), key=code_rank)
+            if problems:
+                self.f.note(problems[0], *lines)
+                return
+        st = next((s for s in self.plugins if s.ready), self.plugins[0] if self.plugins else None)
+        ev = list(lines)
+        if st is not None:
+            text = self.ctx.reader.logs(st.namespace, st.name, self.plugin_container(st))
+            xid = [ln for c, ln in classify_log(text) if c == "GPU_UNHEALTHY"]
+            ev += [f"pod {st.label} log: {ln}" for ln in xid[-_MAX_LOG_EVIDENCE:]]
+        sev = CRIT if all(a == 0 for _, _, a in low) else WARN
+        w = self._where(st, self.plugin_container(st) or "") if st else self.where
+        self.add("GPU_UNHEALTHY", ev, st=st, severity=sev, where=w,
+                 actions=[("restart-device-plugin", self.name)])
+
+    def admission(self) -> None:
+        pods = self.ctx.inv.admission_failed.get(self.name, [])
+        if not pods:
+            self.passed.append(CHECK_ADMISSION)
+            return
+        ev = []
+        for p in pods[:5]:
+            s = p.get("status") or {}
+            ev.append(f"pod {ns_of(p)}/{name_of(p)}: {s.get('reason', '')}: "
+                      f"{s.get('message', '')}".strip())
+        if len(pods) > 5:
+            ev.append(f"... and {len(pods) - 5} more pods")
+        first = pods[0]
+        w = Where(self.name, ns_of(first), name_of(first))
+        self.add("DEVICE_ADMISSION_FAILED", ev, severity=WARN, where=w,
+                 objects=[ObjectRef("Pod", name_of(p), ns_of(p)) for p in pods[:5]],
+                 actions=[("restart-device-plugin", self.name)])
+
+    def workloads(self) -> None:
+        read = 0
+        for pod in self.ctx.inv.failing_gpu_workloads.get(self.name, [])[:20]:
+            st = pod_state(pod, self.ctx.now)
+            found = [x for m in st.messages() for x in sourced(m, "status message")]
+            if not found and read < _MAX_WORKLOAD_LOGS and st.log_containers():
+                read += 1
+                found, _ = self.logs(st)
+            found = [(c, ln) for c, ln in found if c in UPSTREAM]
+            self.log_findings(st, found)
+        if not self.f.has("CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"):
+            self.passed.append(CHECK_WORKLOADS)
+
+    # -- run -------------------------------------------------------------------------------
+
+    def run(self) -> NodeChain:
+        ready, why = node_ready(self.node)
+        if not ready:
+            self.ctx.unchecked.append(f"chain on {self.name}: not checked (node {why.strip()})")
+            return NodeChain(self.name, [], [], self.make_row("NotReady"))
+        if self.hardware():
+            self.driver()
+            self.toolkit()
+            self.plugin()
+            self.components()
+            self.resolve_waiting()
+            self.advertising()
+            self.health()
+            self.workloads()
+            labels_check(self)
+            mig_check(self)
+            sharing_check(self)
+        else:
+            ev = [f"node {self.name} capacity nvidia.com/gpu: absent",
+                  "cause: GPU_HARDWARE_NOT_DETECTED"]
+            self.add("GPU_NOT_ADVERTISED", ev)
+        self.admission()
+        if self.plugin_only:
+            for code in self.f.codes:
+                d = self.f.get(code)
+                if d is not None and d.severity == CRIT:
+                    d.severity = WARN
+        problems_now = set(self.f.problems())
+        self.passed = [c for c in dict.fromkeys(self.passed)
+                       if not problems_now & FAILS.get(c, frozenset())]
+        findings = self.f.findings()
+        problems = [f for f in findings if f.severity.is_problem]
+        verdict = "ok" if not problems else min(
+            problems, key=lambda f: (f.severity.rank, code_rank(f.code))).code
+        if not problems and any(f.severity == INFO for f in findings):
+            verdict = "ok"
+        return NodeChain(self.name, findings, self.passed, self.make_row(verdict))
+
+    def make_row(self, verdict: str) -> dict[str, str]:
+        return make_row(self, verdict)

@@ -1,0 +1,28 @@
+"""Errors a handler raises for the user (the CLI turns them into exit code 1)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class GpubotError(Exception):
+    """An error fit for the user: ``str()`` says what went wrong."""
+
+
+class TargetNotFound(GpubotError):
+    """The named node/pod does not exist; ``suggestions`` holds close names."""
+
+    def __init__(self, message: str, suggestions: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        self.suggestions = list(suggestions)
+
+
+def close_names(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """Names that look like ``name`` (typos, a missing suffix), best first."""
+    pool = sorted(set(candidates))
+    close = difflib.get_close_matches(name, pool, n=n, cutoff=0.6)
+    if len(close) < n:
+        # A short name given for a long one (`gpu-7` for `gpu-node-7`): substring matches.
+        close += [c for c in pool if name and name in c and c not in close][: n - len(close)]
+    return close

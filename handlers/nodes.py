@@ -1,0 +1,149 @@
+"""nodes: the GPU ledger per node and per GPU model.
+
+capacity / allocatable come from the node; allocated is the sum of GPU requests of the
+non-terminated pods bound to it; pending demand is what unbound pending pods ask for.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from handlers.gpu import (
+    GPU_RESOURCE,
+    gpu_product,
+    gpu_resources,
+    is_device_plugin_pod,
+    is_gpu_node,
+    name_of,
+)
+from handlers.kube.resources import pod_requests
+from handlers.kube.taints import LIFECYCLE_TAINT_KEYS
+from handlers.model import Diagnosis, Finding, ObjectRef, Severity
+from handlers.view import Obj, Reader
+
+PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
+
+
+@dataclass
+class NodeRow:
+    node: str
+    product: str
+    capacity: float
+    allocatable: float
+    allocated: float
+    free: float
+    ready: bool
+    cordoned: bool
+    taints: list[str] = field(default_factory=list)
+    other_resources: dict[str, float] = field(default_factory=dict)  # MIG profiles, shared
+
+
+@dataclass
+class ModelRow:
+    product: str
+    nodes: int = 0
+    capacity: float = 0
+    allocatable: float = 0
+    allocated: float = 0
+    free: float = 0
+    pending: float = 0
+    cordoned: int = 0
+
+
+def _ready(node: Obj) -> bool:
+    for c in node.get("status", {}).get("conditions") or []:
+        if c.get("type") == "Ready":
+            return bool(c.get("status") == "True")
+    return False
+
+
+def _taint_text(t: dict[str, Any]) -> str:
+    v = f"={t['value']}" if t.get("value") else ""
+    return f"{t.get('key')}{v}:{t.get('effect')}"
+
+
+def _pending_product(pod: Obj) -> str:
+    """The GPU model a pending pod asks for, when its node selector names one."""
+    sel = pod.get("spec", {}).get("nodeSelector") or {}
+    for k in PRODUCT_LABELS:
+        if k in sel:
+            return str(sel[k])
+    return "any"
+
+
+def run(reader: Reader) -> Diagnosis:
+    diag = Diagnosis("nodes", "cluster")
+    diag.check("GPU capacity, allocatable and allocation per node")
+    nodes = reader.list("Node")
+    pods = reader.list("Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
+    plugin_nodes = {p.get("spec", {}).get("nodeName", "") for p in pods
+                    if is_device_plugin_pod(p)}
+    allocated: dict[str, float] = defaultdict(float)
+    pending: dict[str, float] = defaultdict(float)
+    for p in pods:
+        gpus = pod_requests(p).get(GPU_RESOURCE, 0.0)
+        if not gpus:
+            continue
+        node = p.get("spec", {}).get("nodeName")
+        if node:
+            allocated[node] += gpus
+        elif p.get("status", {}).get("phase", "Pending") == "Pending":
+            pending[_pending_product(p)] += gpus
+
+    rows: list[NodeRow] = []
+    models: dict[str, ModelRow] = {}
+    for n in sorted(nodes, key=name_of):
+        if not is_gpu_node(n, plugin_nodes):
+            continue
+        name = name_of(n)
+        cap = gpu_resources(n, "capacity")
+        alloc = gpu_resources(n, "allocatable")
+        taints = [_taint_text(t) for t in n.get("spec", {}).get("taints") or []
+                  if t.get("key") not in LIFECYCLE_TAINT_KEYS]
+        row = NodeRow(
+            node=name, product=gpu_product(n), capacity=cap.get(GPU_RESOURCE, 0.0),
+            allocatable=alloc.get(GPU_RESOURCE, 0.0), allocated=allocated.get(name, 0.0),
+            free=max(alloc.get(GPU_RESOURCE, 0.0) - allocated.get(name, 0.0), 0.0),
+            ready=_ready(n), cordoned=bool(n.get("spec", {}).get("unschedulable")),
+            taints=taints,
+            other_resources={k: v for k, v in alloc.items() if k != GPU_RESOURCE and v},
+        )
+        rows.append(row)
+        m = models.setdefault(row.product, ModelRow(row.product))
+        m.nodes += 1
+        m.capacity += row.capacity
+        m.allocatable += row.allocatable
+        m.allocated += row.allocated
+        # Cordoned and NotReady nodes take no new pods: their GPUs are not free.
+        m.free += row.free if row.ready and not row.cordoned else 0
+        m.cordoned += row.cordoned
+        if row.capacity > row.allocatable:
+            diag.add(Finding(
+                "GPU_UNHEALTHY", Severity.WARNING,
+                f"{name} advertises {row.allocatable:g} of its {row.capacity:g} GPUs.",
+                (ObjectRef("Node", name),),
+                (f"capacity nvidia.com/gpu: {row.capacity:g}",
+                 f"allocatable nvidia.com/gpu: {row.allocatable:g}"),
+                f"gpubot doctor {name}", (("restart-device-plugin", name),),
+            ))
+    for product, demand in pending.items():
+        if product in models:
+            models[product].pending += demand
+        else:
+            models.setdefault(product, ModelRow(product)).pending += demand
+    diag.details["rows"] = [asdict(r) for r in rows]
+    diag.details["models"] = [asdict(m) for m in sorted(models.values(),
+                                                         key=lambda m: m.product)]
+    diag.details["totals"] = {
+        "nodes": len(rows),
+        "capacity": sum(r.capacity for r in rows),
+        "allocatable": sum(r.allocatable for r in rows),
+        "allocated": sum(r.allocated for r in rows),
+        "free": sum(m.free for m in models.values()),
+        "pending": sum(pending.values()),
+    }
+    diag.details["all_clear"] = False  # a ledger, not a check of the chain
+    diag.unchecked.extend(reader.unchecked)
+    return diag.finish()

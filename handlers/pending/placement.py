@@ -1,0 +1,616 @@
+"""Placement: why no node takes the pod, node by node, the way kube-scheduler filters.
+
+The scheduler's words are the symptom; this module finds the cause. Nodes are narrowed in
+the scheduler's order (targeting filters, then node lifecycle, then resources); a GPU
+shortage is explained by the discovery chain of the nodes that should have had the GPUs
+before it is called "insufficient".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from handlers.chain import check_chain
+from handlers.gpu import (
+    GPU_RESOURCE,
+    MIG_RESOURCE_RE,
+    MIG_STRATEGY_LABEL,
+    expected_gpu_count,
+    gpu_memory_mib,
+    gpu_product,
+    is_device_plugin_pod,
+    is_gpu_node,
+    is_gpu_resource,
+    labels,
+    name_of,
+)
+from handlers.kube.quantity import fmt_quantity, parse_quantity
+from handlers.kube.resources import pod_requests
+from handlers.model import Finding, NodeVerdict, ObjectRef, Severity
+from handlers.pending.context import PendingContext
+from handlers.scheduler.filters import NodeFit, Rejection, simulate
+from handlers.scheduler.messages import SchedulingMessage, parse_scheduling_message
+from handlers.view import Obj
+
+# Filters that decide where a pod may go at all, in the order the finding is attributed.
+TARGETING = ("NodeName", "NodeAffinity", "TaintToleration", "InterPodAffinity",
+             "VolumeNodeAffinity")
+LIFECYCLE = {"NodeUnschedulable": "NODE_UNSCHEDULABLE", "NodeReady": "NODE_NOT_READY",
+             "NodePressure": "NODE_PRESSURE"}
+TARGETING_CODES = {"NodeAffinity": "NODE_SELECTOR_MISMATCH", "NodeName": "NODE_SELECTOR_MISMATCH",
+                   "TaintToleration": "TAINT_NOT_TOLERATED",
+                   "InterPodAffinity": "POD_AFFINITY_MISMATCH",
+                   "VolumeNodeAffinity": "VOLUME_NODE_AFFINITY"}
+GPU_FAMILIES = ("kepler", "maxwell", "pascal", "volta", "turing", "ampere", "ada-lovelace",
+                "hopper", "blackwell")
+PCIE_ONLY_RE = re.compile(r"(-PCIE-|\bT4\b|-T4$|\bL4\b|-L4$|A10G?$|-A10G?-|L40S?|-A2$|A16)",
+                          re.IGNORECASE)
+TARGETING_LABELS = ("nvidia.com/gpu.family", "nvidia.com/gpu.product",
+                    "cloud.google.com/gke-accelerator", "nvidia.com/gpu.machine",
+                    "k8s.amazonaws.com/accelerator", "nvidia.com/gpu.memory")
+GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+CUDA_OOM_RE = re.compile(r"(CUDA out of memory|CUDA error: out of memory|OutOfMemoryError)")
+
+
+@dataclass
+class Placement:
+    """Intermediate results shared by the placement checks."""
+
+    fits: list[NodeFit]
+    gpu_resource: str | None
+    gpu_need: float
+    gpu_nodes: set[str]
+    nodes_by_name: dict[str, Obj]
+    findings: list[Finding] = field(default_factory=list)
+
+    def fit(self, name: str) -> NodeFit:
+        return next(f for f in self.fits if f.node == name)
+
+
+def _targeting_rejections(fit: NodeFit) -> list[Rejection]:
+    return [r for r in fit.rejections if r.filter in TARGETING]
+
+
+def _first_targeting(fit: NodeFit) -> Rejection | None:
+    rs = _targeting_rejections(fit)
+    return min(rs, key=lambda r: TARGETING.index(r.filter)) if rs else None
+
+
+def _lifecycle(fit: NodeFit) -> list[Rejection]:
+    return [r for r in fit.rejections if r.filter in LIFECYCLE]
+
+
+def _resource_rejections(fit: NodeFit) -> list[Rejection]:
+    return [r for r in fit.rejections if r.filter == "NodeResourcesFit"]
+
+
+def _gpu_fits(fit: NodeFit, resource: str, need: float) -> bool:
+    return fit.free.get(resource, 0.0) >= need
+
+
+def _pod_ref(ctx: PendingContext) -> ObjectRef:
+    if ctx.pod_exists or ctx.controller is None:
+        return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
+    return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
+
+
+def _main_gpu_resource(requests: dict[str, float]) -> tuple[str | None, float]:
+    gpus = {r: v for r, v in requests.items() if is_gpu_resource(r) and v > 0}
+    if not gpus:
+        return None, 0.0
+    r = GPU_RESOURCE if GPU_RESOURCE in gpus else sorted(gpus)[0]
+    return r, gpus[r]
+
+
+def _holders_text(fit: NodeFit, limit: int = 4) -> str:
+    hs = sorted(fit.holders, key=lambda h: -h[1])
+    text = ", ".join(f"{p} ({g:g})" for p, g in hs[:limit])
+    if len(hs) > limit:
+        text += f", and {len(hs) - limit} more"
+    return text or "no pods"
+
+
+def latest_failed_scheduling(events: Iterable[Obj]) -> tuple[Obj, SchedulingMessage] | None:
+    fs = [e for e in events if e.get("reason") == "FailedScheduling"]
+    if not fs:
+        return None
+    ev = fs[-1]
+    return ev, parse_scheduling_message(str(ev.get("message", "")))
+
+
+def run_placement(ctx: PendingContext) -> Placement:
+    req = pod_requests(ctx.pod)
+    resource, need = _main_gpu_resource(req)
+    pvcs = ctx.reader.list("PersistentVolumeClaim", ctx.namespace) if _has_pvc(ctx.pod) else []
+    pvs = ctx.reader.list("PersistentVolume") if pvcs else []
+    fits = simulate(ctx.pod, ctx.nodes, ctx.pods_by_node, pvcs=pvcs, pvs=pvs,
+                    gpu_resource=resource)
+    plugin_nodes = {p.get("spec", {}).get("nodeName", "") for p in ctx.active_pods
+                    if is_device_plugin_pod(p)}
+    gpu_nodes = {name_of(n) for n in ctx.nodes if is_gpu_node(n, plugin_nodes)}
+    return Placement(fits, resource, need, gpu_nodes, {name_of(n): n for n in ctx.nodes})
+
+
+def _has_pvc(pod: Obj) -> bool:
+    return any("persistentVolumeClaim" in v for v in pod.get("spec", {}).get("volumes") or [])
+
+
+def verdicts(p: Placement) -> list[NodeVerdict]:
+    """Per-node verdict table, GPU nodes first."""
+    out = []
+    for f in sorted(p.fits, key=lambda f: (f.node not in p.gpu_nodes, f.node)):
+        res = p.gpu_resource or GPU_RESOURCE
+        out.append(NodeVerdict(
+            node=f.node, fits=f.fits,
+            reasons=[f"{r.filter}: {r.reason}" for r in f.rejections],
+            gpu_free=f.free.get(res, 0.0), gpu_allocatable=f.allocatable.get(res, 0.0),
+        ))
+    return out
+
+
+def check(ctx: PendingContext) -> tuple[list[Finding], Placement]:
+    p = run_placement(ctx)
+    ref = _pod_ref(ctx)
+    last = latest_failed_scheduling(ctx.events)
+    fitting = [f for f in p.fits if f.fits]
+    if fitting:
+        return _fits_somewhere(ctx, p, fitting, last, ref), p
+
+    # Which nodes are we talking about: nodes offering the GPU resource (or meant to),
+    # or every node for a pod that asks no GPU.
+    pool = [f for f in p.fits if (f.node in p.gpu_nodes)] if p.gpu_resource else list(p.fits)
+    if p.gpu_resource and not pool:
+        return [], p  # no GPU node at all: UNKNOWN_GPU_RESOURCE / autoscaler speak to it
+    out: list[Finding] = []
+    feasible = [f for f in pool if not _targeting_rejections(f)]
+    out += _targeting_findings(ctx, p, pool, feasible, ref)
+    usable = [f for f in feasible if not _lifecycle(f)]
+    out += _lifecycle_findings(p, feasible, usable, ref)
+    # A volume that pins the pod away from free GPUs is the cause; "insufficient" on the
+    # nodes it is pinned to is only its symptom.
+    pinned = any(f.code == "VOLUME_NODE_AFFINITY" for f in out)
+    if p.gpu_resource and not pinned:
+        out += _gpu_findings(ctx, p, usable, ref)
+        out += _gpu_fit_advisories(ctx, p, feasible, ref)
+    if not pinned:
+        out += _cpu_memory_findings(p, usable, ref)
+    if last:
+        out = _attach_event(out, last)
+    return out, p
+
+
+def _fits_somewhere(ctx: PendingContext, p: Placement, fitting: list[NodeFit],
+                    last: tuple[Obj, SchedulingMessage] | None, ref: ObjectRef) -> list[Finding]:
+    """A node fits right now: either the scheduler has not looked yet, or its event is stale."""
+    names = ", ".join(f.node for f in fitting[:5])
+    evidence = [f"fits now on: {names}" + (f" and {len(fitting) - 5} more"
+                                           if len(fitting) > 5 else "")]
+    if last:
+        ev, _ = last
+        evidence.append(f"last FailedScheduling ({_when(ev)}), no longer true: "
+                        f"{ev.get('message', '')}")
+    out = [Finding(
+        "PENDING_NO_EVENTS", Severity.INFO,
+        "The pod fits on a node now; the scheduler has not placed it yet"
+        + (" (its last FailedScheduling event is stale)." if last else "."),
+        (ref,), tuple(evidence),
+        "Wait for the scheduler's next attempt (backoff up to 5 min), or check it: "
+        "kubectl -n kube-system logs -l component=kube-scheduler --tail=50",
+    )]
+    out += _gpu_fit_advisories(ctx, p, [f for f in fitting if f.node in p.gpu_nodes], ref)
+    return out
+
+
+def _when(ev: Obj) -> str:
+    return str(ev.get("lastTimestamp") or ev.get("eventTime") or ev.get("firstTimestamp")
+               or "unknown time")
+
+
+def _attach_event(findings: list[Finding], last: tuple[Obj, SchedulingMessage]) -> list[Finding]:
+    """The scheduler's own words go with the first problem as proof."""
+    ev, _ = last
+    msg = f"FailedScheduling ({_when(ev)}): {ev.get('message', '')}"
+    for i, f in enumerate(findings):
+        if f.severity.is_problem:
+            findings[i] = Finding(f.code, f.severity, f.summary, f.objects,
+                                  (*f.evidence, msg), f.fix, f.actions)
+            break
+    return findings
+
+
+def _targeting_findings(ctx: PendingContext, p: Placement, pool: list[NodeFit],
+                        feasible: list[NodeFit], ref: ObjectRef) -> list[Finding]:
+    """A targeting filter is reported when it left no feasible node, or when it excluded
+    nodes that would otherwise have taken the pod (its GPUs are free there)."""
+    by_filter: dict[str, list[tuple[NodeFit, Rejection]]] = {}
+    for f in pool:
+        r = _first_targeting(f)
+        if r is not None:
+            by_filter.setdefault(r.filter, []).append((f, r))
+    out = []
+    for flt, items in sorted(by_filter.items(), key=lambda kv: TARGETING.index(kv[0])):
+        would_fit = [f for f, _ in items if not _lifecycle(f) and not _resource_rejections(f)]
+        if feasible and (not would_fit or flt in ("NodeAffinity", "NodeName")):
+            # Where the pod has somewhere to go, its own selector is intent, not a cause.
+            continue
+        if flt == "NodeAffinity" and all(r.label == GPU_MEMORY_LABEL for _, r in items):
+            out.append(_memory_selector_finding(items, ref))
+            continue
+        sev = Severity.CRITICAL if not feasible or flt == "VolumeNodeAffinity" \
+            else Severity.WARNING
+        out.append(_targeting_finding(ctx, flt, items, sev, ref, would_fit))
+    return out
+
+
+def _memory_selector_finding(items: list[tuple[NodeFit, Rejection]], ref: ObjectRef) -> Finding:
+    return Finding(
+        "GPU_MEMORY_TOO_SMALL", Severity.CRITICAL,
+        f"The pod needs more GPU memory than any of the {len(items)} GPU node(s) has.",
+        (ref, *(ObjectRef("Node", f.node) for f, _ in items[:5])),
+        tuple(f"node {f.node}: {r.reason}" for f, r in items[:6]),
+        "Add nodes with bigger GPUs (kubectl get nodes -L nvidia.com/gpu.memory,"
+        "nvidia.com/gpu.product shows what exists), or shrink the model to fit "
+        "(quantisation, tensor parallelism over more GPUs).",
+    )
+
+
+def _targeting_finding(ctx: PendingContext, flt: str, items: list[tuple[NodeFit, Rejection]],
+                       sev: Severity, ref: ObjectRef, would_fit: list[NodeFit]) -> Finding:
+    code = TARGETING_CODES[flt]
+    nodes = [f.node for f, _ in items]
+    objs = (ref, *(ObjectRef("Node", n) for n in nodes[:5]))
+    evidence = tuple(f"node {f.node}: {r.reason}" for f, r in items[:6])
+    if len(items) > 6:
+        evidence += (f"... and {len(items) - 6} more nodes",)
+    extra = f" ({len(would_fit)} of them have the GPUs free)" if would_fit else ""
+    if code == "TAINT_NOT_TOLERATED":
+        taints = _distinct_taints(r for _, r in items)
+        shown = ", ".join(_taint_text(t) for t in taints)
+        fix = "Add to the pod spec:\ntolerations:\n" + "\n".join(
+            _toleration_yaml(t) for t in taints)
+        return Finding(code, sev, f"{len(nodes)} GPU node(s) carry taint {shown} that the pod "
+                       f"does not tolerate{extra}.", objs, evidence, fix)
+    if code == "NODE_SELECTOR_MISMATCH":
+        missing = _missing_labels(ctx, [f.node for f, _ in items], items)
+        summary = (f"The pod's node selector/affinity matches none of the {len(nodes)} GPU "
+                   f"node(s){extra}" + (f"; no GPU node has {missing[0]}." if missing else "."))
+        return Finding(code, sev, summary, objs, (*[f"no GPU node has {m}"
+                                                     for m in missing[:3]], *evidence),
+                       "Fix the selector to a label the GPU nodes carry (kubectl get nodes "
+                       "-L nvidia.com/gpu.product,nvidia.com/gpu.memory), or label the nodes.")
+    if code == "POD_AFFINITY_MISMATCH":
+        return Finding(code, sev, f"Inter-pod affinity/anti-affinity rules exclude "
+                       f"{len(nodes)} GPU node(s){extra}.", objs, evidence,
+                       "Relax spec.affinity.podAffinity/podAntiAffinity (use preferred "
+                       "rules, or a wider topologyKey), or move the pods it conflicts with.")
+    return Finding(code, sev, f"A bound volume pins the pod away from {len(nodes)} GPU "
+                   f"node(s){extra}.", objs, evidence,
+                   "Use a StorageClass with volumeBindingMode: WaitForFirstConsumer, or "
+                   "recreate the PVC in the GPU nodes' zone.")
+
+
+def _distinct_taints(rs: Iterable[Rejection]) -> list[dict[str, str]]:
+    seen: dict[tuple[str, str, str], dict[str, str]] = {}
+    for r in rs:
+        if r.taint:
+            t = {k: str(v) for k, v in r.taint.items() if v is not None}
+            seen.setdefault((t.get("key", ""), t.get("value", ""), t.get("effect", "")), t)
+    return list(seen.values())
+
+
+def _taint_text(t: dict[str, str]) -> str:
+    v = f"={t['value']}" if t.get("value") else ""
+    return f"{t.get('key', '')}{v}:{t.get('effect', '')}"
+
+
+def _toleration_yaml(t: dict[str, str]) -> str:
+    if t.get("value"):
+        body = (f"- key: {t.get('key')}\n  operator: Equal\n  value: \"{t['value']}\"\n"
+                f"  effect: {t.get('effect')}")
+    else:
+        body = f"- key: {t.get('key')}\n  operator: Exists\n  effect: {t.get('effect')}"
+    return body
+
+
+def _missing_labels(ctx: PendingContext, nodes: list[str],
+                    items: list[tuple[NodeFit, Rejection]]) -> list[str]:
+    """Selector labels (key=value) that not one GPU node carries."""
+    sel = ctx.pod.get("spec", {}).get("nodeSelector") or {}
+    out = []
+    node_objs = [n for n in ctx.nodes if name_of(n) in set(nodes)]
+    for k, v in sel.items():
+        if not any(labels(n).get(k) == v for n in node_objs):
+            have = sorted({labels(n)[k] for n in node_objs if k in labels(n)})
+            out.append(f"{k}={v}" + (f" (they have: {', '.join(have[:4])})" if have else
+                                     " (no GPU node has the key)"))
+    if not out:
+        keys = sorted({r.label for _, r in items if r.label})
+        out = [f"a value of {k} that the pod's node affinity accepts" for k in keys]
+    return out
+
+
+def _lifecycle_findings(p: Placement, feasible: list[NodeFit], usable: list[NodeFit],
+                        ref: ObjectRef) -> list[Finding]:
+    out = []
+    res = p.gpu_resource
+    for flt, code in LIFECYCLE.items():
+        hit = [(f, r) for f in feasible for r in _lifecycle(f) if r.filter == flt]
+        if not hit:
+            continue
+        # Relevant when nothing usable is left, or the blocked nodes have the GPUs free.
+        helpful = [f for f, _ in hit if res is None or _gpu_fits(f, res, p.gpu_need)]
+        if usable and not helpful:
+            continue
+        nodes = sorted({f.node for f, _ in hit})
+        sev = Severity.CRITICAL if not usable else Severity.WARNING
+        what = {"NODE_UNSCHEDULABLE": "cordoned", "NODE_NOT_READY": "NotReady",
+                "NODE_PRESSURE": "under resource pressure"}[code]
+        fix = {"NODE_UNSCHEDULABLE": f"kubectl uncordon {nodes[0]}   # once its maintenance "
+               "is over; check `kubectl get node -o yaml` annotations for who cordoned it",
+               "NODE_NOT_READY": f"kubectl describe node {nodes[0]}; check kubelet on the "
+               "node: journalctl -u kubelet --since -1h",
+               "NODE_PRESSURE": f"kubectl describe node {nodes[0]} | grep -A8 Conditions; "
+               "free disk/memory on the node or evict the pods using it"}[code]
+        out.append(Finding(
+            code, sev, f"{len(nodes)} GPU node(s) the pod could use are {what}"
+            + (f"; {len(helpful)} of them have the GPUs free." if helpful and res else "."),
+            (ref, *(ObjectRef("Node", n) for n in nodes[:5])),
+            tuple(f"node {f.node}: {r.reason}" for f, r in hit[:6]), fix,
+        ))
+    return out
+
+
+def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
+                  ref: ObjectRef) -> list[Finding]:
+    res, need = p.gpu_resource or GPU_RESOURCE, p.gpu_need
+    if any(_gpu_fits(f, res, need) for f in usable):
+        return []
+    out: list[Finding] = []
+    # MIG strategy: nodes that split their GPUs into MIG profiles advertise no nvidia.com/gpu.
+    if res == GPU_RESOURCE:
+        mixed = [f for f in usable if labels(p.nodes_by_name[f.node]).get(MIG_STRATEGY_LABEL)
+                 == "mixed" and any(MIG_RESOURCE_RE.match(k) and v > 0
+                                    for k, v in f.allocatable.items())]
+        if mixed and len(mixed) == len(usable):
+            profiles = sorted({k for f in mixed for k, v in f.allocatable.items()
+                               if MIG_RESOURCE_RE.match(k) and v > 0})
+            return [Finding(
+                "MIG_STRATEGY_MISMATCH", Severity.CRITICAL,
+                "The pod asks for nvidia.com/gpu, but the GPU nodes it can use run MIG with "
+                "the mixed strategy and offer only MIG profiles.",
+                (ref, *(ObjectRef("Node", f.node) for f in mixed[:5])),
+                tuple(f"node {f.node}: {MIG_STRATEGY_LABEL}=mixed, offers "
+                      + ", ".join(f"{k}={f.allocatable[k]:g}" for k in profiles
+                                  if f.allocatable.get(k)) for f in mixed[:5]),
+                f"Request a MIG profile instead, e.g.\nresources:\n  limits:\n    "
+                f"{profiles[0]}: 1" if profiles else "Request a MIG profile.",
+            )]
+    # The discovery chain of the nodes that should offer the GPUs: a node advertising
+    # fewer GPUs than it has is a root cause, not "insufficient".
+    short = [f for f in usable if _advertises_less(p.nodes_by_name[f.node], f, res)]
+    if short:
+        chain = check_chain(ctx.reader, [p.nodes_by_name[f.node] for f in short])
+        out += [c for c in chain.findings if c.severity.is_problem]
+    max_size = max((_physical(p.nodes_by_name[n], p.fit(n), res) for n in p.gpu_nodes),
+                   default=0.0)
+    if max_size == 0:
+        return out  # nobody offers it: UNKNOWN_GPU_RESOURCE or the chain findings say why
+    if need > max_size:
+        out.append(Finding(
+            "REQUEST_EXCEEDS_NODE_SIZE", Severity.CRITICAL,
+            f"The pod asks {need:g} {res} but the largest node has {max_size:g}.",
+            (ref,), (f"requested {res}: {need:g}", f"largest node: {max_size:g} {res}"),
+            f"Ask for at most {max_size:g} GPUs per pod and spread the job over several pods "
+            "(torchrun / MPIJob / JobSet), or add bigger nodes.",
+        ))
+        return out
+    # Would the pod fit if every usable node advertised all its GPUs?
+    if short and any(_physical(p.nodes_by_name[f.node], f, res) - _used(f, res) >= need
+                     for f in short):
+        return out
+    total_free = sum(f.free.get(res, 0.0) for f in usable)
+    candidates = sorted(usable, key=lambda f: -f.free.get(res, 0.0))
+    table = tuple(f"node {f.node}: {f.free.get(res, 0.0):g} free of "
+                  f"{f.allocatable.get(res, 0.0):g} allocatable; held by {_holders_text(f)}"
+                  for f in candidates[:8])
+    if usable and total_free >= need:
+        out.append(Finding(
+            "GPU_FRAGMENTATION", Severity.CRITICAL,
+            f"{total_free:g} {res} are free across {len(usable)} node(s), but no single node "
+            f"has the {need:g} the pod needs.",
+            (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
+            f"Drain the smaller holders from one node (e.g. {candidates[0].node}), "
+            "reduce the pod to the per-node free count, or enable bin-packing "
+            "(NodeResourcesFit MostAllocated scoring) so that jobs stop spreading.",
+        ))
+    elif usable:
+        out.append(Finding(
+            "INSUFFICIENT_GPU", Severity.CRITICAL,
+            f"Other pods hold the GPUs: {total_free:g} {res} free on the {len(usable)} "
+            f"node(s) the pod can use; it needs {need:g}.",
+            (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
+            "Wait for the holders to finish, lower the request, give the pod a higher "
+            "PriorityClass to preempt, or add GPU nodes.",
+        ))
+    return out
+
+
+def _advertises_less(node: Obj, fit: NodeFit, res: str) -> bool:
+    """The node offers fewer GPUs than it physically has (or none at all)."""
+    alloc = fit.allocatable.get(res, 0.0)
+    return res == GPU_RESOURCE and (alloc == 0 or alloc < _physical(node, fit, res))
+
+
+def _physical(node: Obj, fit: NodeFit, res: str) -> float:
+    """GPUs the node has: the most of allocatable, capacity and the GFD/cloud count label."""
+    cap = parse_quantity((node.get("status", {}).get("capacity") or {}).get(res))
+    expected = float(expected_gpu_count(node) or 0) if res == GPU_RESOURCE else 0.0
+    return max(fit.allocatable.get(res, 0.0), cap, expected)
+
+
+def _used(fit: NodeFit, res: str) -> float:
+    return fit.requested.get(res, 0.0)
+
+
+def _cpu_memory_findings(p: Placement, usable: list[NodeFit], ref: ObjectRef) -> list[Finding]:
+    res = p.gpu_resource
+    cands = [f for f in usable if (res is None or _gpu_fits(f, res, p.gpu_need))]
+    hit = []
+    for f in cands:
+        other = [r for r in _resource_rejections(f) if r.resource != res]
+        if other:
+            hit.append((f, other))
+    if not hit or len(hit) < len(cands):
+        return []
+    return [Finding(
+        "INSUFFICIENT_CPU_MEMORY", Severity.CRITICAL,
+        f"{len(hit)} node(s) have the GPUs free but not the "
+        + "/".join(sorted({r.resource or "?" for _, rs in hit for r in rs}))
+        + " the pod also asks.",
+        (ref, *(ObjectRef("Node", f.node) for f, _ in hit[:5])),
+        tuple(f"node {f.node}: {r.reason}" for f, rs in hit[:6] for r in rs),
+        "Lower the pod's cpu/memory requests to what a GPU node can give (see the free "
+        "amounts above), or move CPU-only pods off the GPU nodes (taint them "
+        "nvidia.com/gpu=present:NoSchedule).",
+    )]
+
+
+def _gpu_fit_advisories(ctx: PendingContext, p: Placement, nodes: list[NodeFit],
+                        ref: ObjectRef) -> list[Finding]:
+    """GPU_MEMORY_TOO_SMALL, WRONG_GPU_TYPE, MULTI_GPU_TOPOLOGY over the nodes it may land on."""
+    if not p.gpu_resource or not nodes:
+        return []
+    objs = [p.nodes_by_name[f.node] for f in nodes]
+    return [*_memory_too_small(ctx, objs, ref), *_wrong_type(ctx, objs, ref),
+            *_topology(ctx, p, objs, ref)]
+
+
+def _memory_need(pod: Obj) -> tuple[int | None, str]:
+    ann = pod.get("metadata", {}).get("annotations") or {}
+    if "gpubot.io/gpu-memory-mib" in ann:
+        try:
+            return int(ann["gpubot.io/gpu-memory-mib"]), \
+                f"annotation gpubot.io/gpu-memory-mib={ann['gpubot.io/gpu-memory-mib']}"
+        except ValueError:
+            pass
+    aff = (pod.get("spec", {}).get("affinity") or {}).get("nodeAffinity") or {}
+    req = aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    for term in req.get("nodeSelectorTerms") or []:
+        for e in term.get("matchExpressions") or []:
+            if e.get("key") == "nvidia.com/gpu.memory" and e.get("operator") == "Gt":
+                try:
+                    v = int((e.get("values") or ["0"])[0])
+                    return v + 1, f"node affinity nvidia.com/gpu.memory Gt {v}"
+                except ValueError:
+                    pass
+    return None, ""
+
+
+def _memory_too_small(ctx: PendingContext, nodes: list[Obj], ref: ObjectRef) -> list[Finding]:
+    need, why = _memory_need(ctx.pod)
+    evidence: list[str] = []
+    if need is not None:
+        small = [(name_of(n), m) for n in nodes if (m := gpu_memory_mib(n)) is not None
+                 and m < need]
+        if small and len(small) == len([n for n in nodes if gpu_memory_mib(n) is not None]):
+            evidence = [why, *(f"node {n}: nvidia.com/gpu.memory={m}" for n, m in small[:6])]
+    if not evidence and ctx.pod_exists:
+        evidence = _oom_proof(ctx)
+    if not evidence:
+        return []
+    return [Finding(
+        "GPU_MEMORY_TOO_SMALL", Severity.WARNING,
+        "The pod needs more GPU memory than the GPUs it can land on have.",
+        (ref,), tuple(evidence),
+        "Target bigger GPUs:\naffinity:\n  nodeAffinity:\n    "
+        "requiredDuringSchedulingIgnoredDuringExecution:\n      nodeSelectorTerms:\n      - "
+        "matchExpressions:\n        - key: nvidia.com/gpu.memory\n          operator: Gt\n"
+        f"          values: [\"{(need or 40000) - 1}\"]",
+    )]
+
+
+def _oom_proof(ctx: PendingContext) -> list[str]:
+    out = []
+    for cs in ctx.pod.get("status", {}).get("containerStatuses") or []:
+        for st in (cs.get("state") or {}, cs.get("lastState") or {}):
+            term = st.get("terminated") or {}
+            if term.get("reason") == "OOMKilled" and ctx.pod.get("spec", {}).get("nodeName"):
+                out.append(f"container {cs.get('name')} OOMKilled on "
+                           f"{ctx.pod['spec']['nodeName']}")
+    text = ctx.reader.logs(ctx.namespace, ctx.pod_name) or ""
+    for line in text.splitlines():
+        if CUDA_OOM_RE.search(line):
+            out.append(f"log: {line.strip()[:300]}")
+            break
+    return out
+
+
+def _family(node: Obj) -> str | None:
+    fam = labels(node).get("nvidia.com/gpu.family", "").lower()
+    return fam if fam in GPU_FAMILIES else None
+
+
+def _targets_gpu_type(pod: Obj) -> bool:
+    spec = pod.get("spec", {})
+    if any(k in TARGETING_LABELS for k in (spec.get("nodeSelector") or {})):
+        return True
+    aff = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    req = aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return any(e.get("key") in TARGETING_LABELS for t in req.get("nodeSelectorTerms") or []
+               for e in t.get("matchExpressions") or [])
+
+
+def _wrong_type(ctx: PendingContext, nodes: list[Obj], ref: ObjectRef) -> list[Finding]:
+    if _targets_gpu_type(ctx.pod):
+        return []
+    fams = {name_of(n): f for n in nodes if (f := _family(n))}
+    if not fams:
+        return []
+    ann = ctx.pod.get("metadata", {}).get("annotations") or {}
+    wanted = str(ann.get("gpubot.io/gpu-family", "")).lower()
+    if wanted in GPU_FAMILIES:
+        weaker = {n: f for n, f in fams.items()
+                  if GPU_FAMILIES.index(f) < GPU_FAMILIES.index(wanted)}
+        if not weaker:
+            return []
+        why = f"annotation gpubot.io/gpu-family={wanted}"
+    elif len(set(fams.values())) > 1:
+        best = max(fams.values(), key=GPU_FAMILIES.index)
+        weaker = {n: f for n, f in fams.items() if f != best}
+        wanted, why = best, "the pod does not target a GPU type and the nodes mix families"
+    else:
+        return []
+    return [Finding(
+        "WRONG_GPU_TYPE", Severity.INFO,
+        f"The pod can land on {len(weaker)} node(s) with an older GPU family than {wanted}.",
+        (ref, *(ObjectRef("Node", n) for n in list(weaker)[:5])),
+        (why, *(f"node {n}: nvidia.com/gpu.family={f}, {gpu_product(p)}"
+                for n, f in list(weaker.items())[:5]
+                for p in nodes if name_of(p) == n)),
+        "Pin the GPU type with GFD labels:\nnodeSelector:\n  nvidia.com/gpu.family: " + wanted,
+    )]
+
+
+def _topology(ctx: PendingContext, p: Placement, nodes: list[Obj],
+              ref: ObjectRef) -> list[Finding]:
+    if p.gpu_need < 2:
+        return []
+    products = {name_of(n): gpu_product(n) for n in nodes}
+    pcie = {n: prod for n, prod in products.items() if PCIE_ONLY_RE.search(prod)}
+    if not pcie or len(pcie) < len(products):
+        return []
+    return [Finding(
+        "MULTI_GPU_TOPOLOGY", Severity.INFO,
+        f"The pod asks {p.gpu_need:g} GPUs, but every node it can use links its GPUs over "
+        "PCIe only (no NVLink): multi-GPU training will be slower.",
+        (ref,), tuple(f"node {n}: nvidia.com/gpu.product={prod}"
+                      for n, prod in list(pcie.items())[:5]),
+        "For multi-GPU training target NVLink/SXM nodes (nodeSelector on "
+        "nvidia.com/gpu.product, e.g. NVIDIA-A100-SXM4-80GB), or run one GPU per pod.",
+    )]
+
+
+def resource_summary(req: dict[str, float]) -> str:
+    return ", ".join(f"{k}={fmt_quantity(v, k)}" for k, v in sorted(req.items()))

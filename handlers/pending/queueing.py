@@ -1,0 +1,384 @@
+"""Queueing checks: who decides when the pod runs, besides node capacity.
+
+- SCHEDULER_NOT_FOUND: ``spec.schedulerName`` names a scheduler no running pod serves.
+- GANG_INCOMPLETE: a Volcano PodGroup cannot place ``minMember`` pods, or a Kueue Workload
+  is not admitted.
+- PREEMPTION_BLOCKED: the GPUs the pod needs are held by pods it may not preempt (higher
+  priority), or its own ``preemptionPolicy: Never`` keeps it from evicting lower ones.
+- AUTOSCALER_NO_SCALE_UP: cluster-autoscaler / Karpenter said they will not add a node.
+
+``PENDING_NO_EVENTS`` is not decided here (why_pending emits it).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable
+
+from handlers.gpu import is_gpu_resource, labels, name_of, ns_of
+from handlers.kube.quantity import fmt_quantity
+from handlers.kube.resources import pod_requests
+from handlers.model import Finding, ObjectRef, Severity
+from handlers.pending.context import PendingContext
+from handlers.scheduler.filters import NodeFit, simulate
+from handlers.scheduler.messages import parse_scheduling_message
+from handlers.view import Obj
+
+DEFAULT_SCHEDULER = "default-scheduler"
+# Schedulers whose pods are not named after spec.schedulerName (docs/design.md).
+SCHEDULER_POD_PREFIX = {"volcano": "volcano-scheduler", "yunikorn": "yunikorn-scheduler",
+                        "kai-scheduler": "kai-scheduler", "koord-scheduler": "koord-scheduler",
+                        "stork": "stork-scheduler"}
+VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PREEMPT_NEVER = "Never"
+KARPENTER_RE = re.compile(r"incompatible with nodepool|exceed limits for nodepool|"
+                          r"no instance type (?:satisfied|has enough|met)|"
+                          r"did not tolerate|all available instance types", re.IGNORECASE)
+NODEPOOL_LIMIT_RE = re.compile(r'exceed limits for nodepool "?(?P<pool>[\w.-]+)"?', re.IGNORECASE)
+
+
+def _ref(ctx: PendingContext) -> ObjectRef:
+    if ctx.pod_exists or ctx.controller is None:
+        return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
+    return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
+
+
+def _event_time(e: Obj) -> str:
+    series = e.get("series") or {}
+    return str(series.get("lastObservedTime") or e.get("lastTimestamp") or e.get("eventTime")
+               or e.get("firstTimestamp") or "")
+
+
+def _source(e: Obj) -> str:
+    return str(e.get("reportingComponent") or (e.get("source") or {}).get("component") or "")
+
+
+def _ready(pod: Obj) -> bool:
+    st = pod.get("status") or {}
+    if st.get("phase") != "Running":
+        return False
+    statuses = st.get("containerStatuses") or []
+    return all(c.get("ready") for c in statuses)
+
+
+def _gpu_need(pod: Obj) -> tuple[str | None, float]:
+    req = {r: v for r, v in pod_requests(pod).items() if is_gpu_resource(r) and v > 0}
+    if not req:
+        return None, 0.0
+    res = "nvidia.com/gpu" if "nvidia.com/gpu" in req else sorted(req)[0]
+    return res, req[res]
+
+
+# ------------------------------------------------------------------------ scheduler
+def check_scheduler(ctx: PendingContext) -> list[Finding]:
+    sched = (ctx.pod.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER
+    if sched == DEFAULT_SCHEDULER or not ctx.reader.readable("Pod"):
+        return []
+    prefix = SCHEDULER_POD_PREFIX.get(sched, sched)
+    candidates = []
+    for p in ctx.reader.list("Pod"):
+        lab = labels(p)
+        named = name_of(p).startswith(prefix + "-") or name_of(p) == prefix
+        labelled = sched in (lab.get("app"), lab.get("component"),
+                             lab.get("app.kubernetes.io/name")) or prefix in (
+            lab.get("app"), lab.get("component"), lab.get("app.kubernetes.io/name"))
+        if named or labelled:
+            candidates.append(p)
+    if any(_ready(p) for p in candidates):
+        return []
+    if any(_source(e) in (sched, prefix) for e in ctx.events):
+        return []  # the scheduler spoke about this pod: it runs somewhere we cannot see
+    evidence = [f"spec.schedulerName: {sched}"]
+    if candidates:
+        for p in candidates[:3]:
+            evidence.append(f"{ns_of(p)}/{name_of(p)}: {_pod_state(p)}")
+    else:
+        evidence.append(f"no pod named {prefix}-* or labelled app={sched} in any namespace")
+    evidence.append(f"events on the pod: {len(ctx.events)}, none from {sched}")
+    ns_hint = ns_of(candidates[0]) if candidates else "<its namespace>"
+    return [Finding(
+        "SCHEDULER_NOT_FOUND", Severity.CRITICAL,
+        f"The pod waits for scheduler {sched!r}, which is not running; no scheduler will ever "
+        "look at it or write an event.",
+        (_ref(ctx),), tuple(evidence),
+        f"Start the scheduler (kubectl -n {ns_hint} get pods,deploy | grep {prefix}), or use the "
+        "default one: remove spec.schedulerName (or set it to default-scheduler).",
+    )]
+
+
+def _pod_state(p: Obj) -> str:
+    st = p.get("status") or {}
+    phase = str(st.get("phase", "?"))
+    for cs in st.get("containerStatuses") or []:
+        state = cs.get("state") or {}
+        for key in ("waiting", "terminated"):
+            if key in state:
+                return f"{phase} ({state[key].get('reason', key)})"
+        if not cs.get("ready"):
+            return f"{phase} (not ready)"
+    return phase
+
+
+# ------------------------------------------------------------------------ gang
+def check_gang(ctx: PendingContext) -> list[Finding]:
+    return _volcano(ctx) + _kueue(ctx)
+
+
+def _volcano(ctx: PendingContext) -> list[Finding]:
+    ann = (ctx.pod.get("metadata") or {}).get("annotations") or {}
+    group = next((ann[a] for a in VOLCANO_GROUP_ANNOTATIONS if ann.get(a)), None)
+    if not group:
+        return []
+    pg = ctx.reader.get("PodGroup", group, ctx.namespace)
+    if pg is None:
+        return []
+    spec, st = pg.get("spec") or {}, pg.get("status") or {}
+    min_member = int(spec.get("minMember") or 1)
+    phase = str(st.get("phase") or "Pending")
+    if phase in ("Running", "Completed"):
+        return []
+    unsched = [c for c in st.get("conditions") or []
+               if c.get("type") == "Unschedulable" and c.get("status") == "True"]
+    pg_events = [e for e in ctx.reader.events("PodGroup", group, ctx.namespace)
+                 if e.get("reason") == "Unschedulable"]
+    members = [p for p in ctx.reader.list("Pod", ctx.namespace)
+               if any(((p.get("metadata") or {}).get("annotations") or {}).get(a) == group
+                      for a in VOLCANO_GROUP_ANNOTATIONS)]
+    running = [p for p in members if (p.get("spec") or {}).get("nodeName")]
+    waiting = [p for p in members if not (p.get("spec") or {}).get("nodeName")]
+    room, room_lines = _room(ctx, waiting[0] if waiting else ctx.pod)
+    placeable = len(running) + min(room, len(waiting))
+    short = placeable < min_member
+    if not unsched and not pg_events and not short:
+        return []
+    if not short and not unsched:
+        return []
+    evidence = [f"PodGroup {group}: minMember {min_member}, phase {phase}",
+                f"members: {len(running)} placed, {len(waiting)} waiting"]
+    evidence += [f"condition Unschedulable: {c.get('message', '')}" for c in unsched[:1]]
+    if pg_events and not unsched:
+        evidence.append(f"event {pg_events[-1].get('reason')}: {pg_events[-1].get('message')}")
+    evidence += room_lines
+    evidence.append(f"placeable now: {placeable} of minMember {min_member}")
+    return [Finding(
+        "GANG_INCOMPLETE", Severity.CRITICAL,
+        f"Gang {group} needs {min_member} members placed at once; only {placeable} fit now, so "
+        "none starts.",
+        (_ref(ctx), ObjectRef("PodGroup", group, ctx.namespace)), tuple(evidence),
+        f"Free capacity for all {min_member} members, or lower minAvailable of the Volcano job "
+        f"(kubectl -n {ctx.namespace} get podgroup {group} -o yaml; "
+        f"kubectl -n {ctx.namespace} edit vcjob).",
+    )]
+
+
+def _room(ctx: PendingContext, member: Obj) -> tuple[int, list[str]]:
+    """How many more pods like ``member`` fit on the nodes now (greedy, per node)."""
+    need = {r: v for r, v in pod_requests(member).items() if v > 0}
+    if not need or not ctx.nodes:
+        return 0, []
+    gres, gneed = _gpu_need(member)
+    fits = simulate(member, ctx.nodes, ctx.pods_by_node, gpu_resource=gres)
+    total = 0
+    lines = []
+    for f in fits:
+        if not f.feasible:
+            continue
+        n = min((math.floor(f.free.get(r, 0.0) / v + 1e-9) for r, v in need.items()), default=0)
+        n = max(0, n)
+        total += n
+        if gres:
+            lines.append(f"node {f.node}: {fmt_quantity(f.free.get(gres, 0.0))} {gres} free "
+                         f"-> room for {n}")
+    if gres and lines:
+        lines.insert(0, f"each member asks {fmt_quantity(gneed)} {gres}")
+    return total, lines[:8]
+
+
+def _kueue(ctx: PendingContext) -> list[Finding]:
+    owners = [ctx.controller] if ctx.controller is not None else []
+    queue = labels(ctx.pod).get(KUEUE_QUEUE_LABEL) or next(
+        (labels(o).get(KUEUE_QUEUE_LABEL) for o in owners if labels(o).get(KUEUE_QUEUE_LABEL)),
+        None)
+    if not queue:
+        return []
+    wanted = {(o.get("kind"), name_of(o)) for o in owners}
+    uids = {(o.get("metadata") or {}).get("uid") for o in owners} - {None}
+    if ctx.pod_exists:
+        wanted.add(("Pod", ctx.pod_name))
+        for ref in (ctx.pod.get("metadata") or {}).get("ownerReferences") or []:
+            wanted.add((ref.get("kind"), ref.get("name")))
+    wls = [w for w in ctx.reader.list("Workload", ctx.namespace)
+           if any((r.get("kind"), r.get("name")) in wanted or r.get("uid") in uids
+                  for r in (w.get("metadata") or {}).get("ownerReferences") or [])]
+    out = []
+    for wl in wls:
+        conds = {c.get("type"): c for c in (wl.get("status") or {}).get("conditions") or []}
+        if (conds.get("Admitted") or {}).get("status") == "True":
+            continue
+        wl_queue = (wl.get("spec") or {}).get("queueName", queue)
+        evidence = [f"Workload {name_of(wl)}: queue {wl_queue}, not admitted"]
+        for t in ("QuotaReserved", "Admitted", "Evicted", "PodsReady"):
+            c = conds.get(t)
+            if c and c.get("message"):
+                evidence.append(f"condition {t}={c.get('status')} ({c.get('reason', '')}): "
+                                f"{c.get('message')}")
+        if ctx.controller is not None and (ctx.controller.get("spec") or {}).get("suspend"):
+            evidence.append(f"{ctx.controller.get('kind')} {name_of(ctx.controller)}: "
+                            "spec.suspend: true (Kueue releases it on admission)")
+        wl_events = ctx.reader.events("Workload", name_of(wl), ctx.namespace)
+        if wl_events and len(evidence) < 3:
+            evidence.append(f"event {wl_events[-1].get('reason')}: {wl_events[-1].get('message')}")
+        reason = (conds.get("QuotaReserved") or {}).get("message") or "no quota reserved yet"
+        out.append(Finding(
+            "GANG_INCOMPLETE", Severity.CRITICAL,
+            f"Kueue has not admitted workload {name_of(wl)} from queue {queue}: {reason}",
+            (_ref(ctx), ObjectRef("Workload", name_of(wl), ctx.namespace)), tuple(evidence),
+            f"kubectl -n {ctx.namespace} describe workload {name_of(wl)}; free quota in its "
+            "ClusterQueue (finish or delete an admitted workload) or raise its nominalQuota: "
+            "kubectl edit clusterqueue <name>",
+        ))
+    return out
+
+
+# ------------------------------------------------------------------------ preemption
+def _priority_of(ctx: PendingContext, pod: Obj) -> tuple[int, str, str]:
+    """(priority, class name, preemptionPolicy) as admission resolves them."""
+    spec = pod.get("spec") or {}
+    cls = str(spec.get("priorityClassName") or "")
+    prio = spec.get("priority")
+    policy = spec.get("preemptionPolicy")
+    pc = ctx.reader.get("PriorityClass", cls) if cls else None
+    if pc is not None:
+        if prio is None:
+            prio = pc.get("value")
+        policy = policy or pc.get("preemptionPolicy")
+    return int(prio or 0), cls, str(policy or "PreemptLowerPriority")
+
+
+def check_preemption(ctx: PendingContext) -> list[Finding]:
+    gres, need = _gpu_need(ctx.pod)
+    if not gres or not ctx.nodes or (ctx.pod.get("spec") or {}).get("nodeName"):
+        return []
+    prio, cls, policy = _priority_of(ctx, ctx.pod)
+    fits = simulate(ctx.pod, ctx.nodes, ctx.pods_by_node, gpu_resource=gres)
+    if any(f.fits for f in fits):
+        return []
+    blocked = [f for f in fits if f.feasible and f.allocatable.get(gres, 0.0) >= need
+               and f.free.get(gres, 0.0) < need]
+    if not blocked:
+        return []
+    prio_of = {f"{ns_of(p)}/{name_of(p)}": _priority_of(ctx, p)
+               for f in blocked for p in ctx.pods_by_node.get(f.node, [])}
+    def lower(x: int) -> bool:
+        return x < prio
+
+    def higher(x: int) -> bool:
+        return x > prio
+
+    lower_frees = [f for f in blocked
+                   if f.free.get(gres, 0.0) + _held(f, prio_of, lower) >= need]
+    higher_blocks = [f for f in blocked
+                     if f.free.get(gres, 0.0) + _held(f, prio_of, lower) < need
+                     <= f.free.get(gres, 0.0) + _held(f, prio_of, lower)
+                     + _held(f, prio_of, higher)]
+    who = f"priority {prio}" + (f" (PriorityClass {cls})" if cls else " (no priorityClassName)")
+    last = next((e for e in reversed(ctx.events) if e.get("reason") == "FailedScheduling"), None)
+    sched_line = []
+    if last is not None:
+        msg = parse_scheduling_message(str(last.get("message", "")))
+        if msg.preemption_summary or msg.preemption:
+            sched_line = [f"scheduler: {last.get('message')}"]
+    if policy == PREEMPT_NEVER and lower_frees:
+        evidence = [f"pod {who}, preemptionPolicy: Never", *sched_line]
+        evidence += _holder_lines(lower_frees, prio_of, gres, lower)
+        return [Finding(
+            "PREEMPTION_BLOCKED", Severity.WARNING,
+            f"The pod could take GPUs from lower-priority pods on {len(lower_frees)} node(s), but "
+            "its preemptionPolicy is Never, so it waits for them to finish.",
+            (_ref(ctx),) + ((ObjectRef("PriorityClass", cls),) if cls else ()), tuple(evidence),
+            "Use a PriorityClass that may preempt:\napiVersion: scheduling.k8s.io/v1\n"
+            f"kind: PriorityClass\nmetadata:\n  name: {cls or 'gpu-high'}-preempting\n"
+            f"value: {prio}\npreemptionPolicy: PreemptLowerPriority",
+        )]
+    if lower_frees or not higher_blocks:
+        return []
+    evidence = [f"pod {who}, preemptionPolicy: {policy}", *sched_line]
+    evidence += _holder_lines(higher_blocks, prio_of, gres, higher)
+    top = max((prio_of[h][0] for f in higher_blocks for h, g in f.holders
+               if g > 0 and h in prio_of and prio_of[h][0] > prio), default=prio)
+    return [Finding(
+        "PREEMPTION_BLOCKED", Severity.WARNING,
+        f"The GPUs the pod needs are held by higher-priority pods (up to {top}); at {who} it "
+        "cannot preempt them and waits until they finish.",
+        (_ref(ctx),), tuple(evidence),
+        "Wait for the holders, or run the pod at a higher PriorityClass (only if it should evict "
+        f"them): spec.priorityClassName: <class with value > {top}>; list classes: "
+        "kubectl get priorityclasses",
+    )]
+
+
+def _held(fit: NodeFit, prio_of: dict[str, tuple[int, str, str]],
+          cond: Callable[[int], bool]) -> float:
+    return sum(g for p, g in fit.holders if p in prio_of and cond(prio_of[p][0]))
+
+
+def _holder_lines(fits: Iterable[NodeFit], prio_of: dict[str, tuple[int, str, str]], gres: str,
+                  cond: Callable[[int], bool], limit: int = 6) -> list[str]:
+    lines = []
+    for f in fits:
+        for p, g in sorted(f.holders, key=lambda h: -h[1]):
+            if p in prio_of and cond(prio_of[p][0]):
+                pr, cls, _ = prio_of[p]
+                lines.append(f"node {f.node}: {p} holds {fmt_quantity(g)} {gres}, priority {pr}"
+                             + (f" ({cls})" if cls else ""))
+    return lines[:limit]
+
+
+# ------------------------------------------------------------------------ autoscaler
+def check_autoscaler(ctx: PendingContext) -> list[Finding]:
+    events = sorted(ctx.events, key=_event_time)
+    ca = [e for e in events if e.get("reason") in ("NotTriggerScaleUp", "TriggeredScaleUp")
+          or (_source(e) == "cluster-autoscaler" and e.get("reason") == "FailedScaleUp")]
+    karp = [e for e in events if "karpenter" in _source(e).lower()
+            and KARPENTER_RE.search(str(e.get("message", "")))]
+    out = []
+    if ca and ca[-1].get("reason") != "TriggeredScaleUp":
+        e = ca[-1]
+        msg = str(e.get("message", ""))
+        out.append(Finding(
+            "AUTOSCALER_NO_SCALE_UP", Severity.WARNING,
+            "cluster-autoscaler will not add a node for this pod: " + msg.split(":", 1)[-1].strip(),
+            (_ref(ctx),), (f"{e.get('reason')} ({_source(e) or 'cluster-autoscaler'}, "
+                           f"{_event_time(e)}): {msg}",),
+            "Raise the GPU node group's max size (e.g. eksctl scale nodegroup --nodes-max N, or "
+            "the ASG/MIG max), or fix the pod's selectors/tolerations so a group matches; details: "
+            "kubectl -n kube-system get configmap cluster-autoscaler-status -o yaml",
+        ))
+    if karp:
+        e = karp[-1]
+        msg = str(e.get("message", ""))
+        pool = NODEPOOL_LIMIT_RE.search(msg)
+        fix = (f"Raise the NodePool's limits: kubectl patch nodepool {pool['pool']} --type merge "
+               "-p '{\"spec\":{\"limits\":{\"nvidia.com/gpu\":\"<more>\"}}}'" if pool else
+               "Add a NodePool whose requirements and taints admit this pod and offer GPU "
+               "instance types: kubectl get nodepools -o yaml")
+        out.append(Finding(
+            "AUTOSCALER_NO_SCALE_UP", Severity.WARNING,
+            "Karpenter will not launch a node for this pod"
+            + (f": NodePool {pool['pool']} is at its limits." if pool else "."),
+            (_ref(ctx),) + ((ObjectRef("NodePool", pool["pool"]),) if pool else ()),
+            (f"{e.get('reason')} ({_source(e)}, {_event_time(e)}): {msg}",), fix,
+        ))
+    return out
+
+
+CHECKS = (check_scheduler, check_gang, check_preemption, check_autoscaler)
+
+
+def check(ctx: PendingContext) -> list[Finding]:
+    out: list[Finding] = []
+    for c in CHECKS:
+        out.extend(c(ctx))
+    return out

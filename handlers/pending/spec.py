@@ -1,0 +1,279 @@
+"""Pod-spec checks: what is wrong in the pod (or its template) before any node is looked at.
+
+Many of these never reach the scheduler: the API server rejects the pod, so the proof is a
+FailedCreate event on the ReplicaSet/Job/StatefulSet, not a pod.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator
+
+from handlers.gpu import (
+    MIG_RESOURCE_RE,
+    MIG_STRATEGY_LABEL,
+    is_gpu_resource,
+    labels,
+    name_of,
+)
+from handlers.kube.quantity import QuantityError, is_whole, parse_quantity
+from handlers.model import Finding, ObjectRef, Severity
+from handlers.pending.context import PendingContext
+from handlers.view import Obj
+
+# Images that only make sense with a GPU: CUDA bases and GPU builds of ML frameworks.
+CUDA_IMAGE_RE = re.compile(
+    r"(nvidia/cuda|nvcr\.io/|pytorch/pytorch:.*cuda|tensorflow:.*-gpu|-gpu[:@]|cuda\d|"
+    r"/cuda:|vllm/|tritonserver)",
+    re.IGNORECASE,
+)
+NO_CUDA_DEVICE_RE = re.compile(
+    r"(no CUDA-capable device is detected|CUDA driver initialization failed|"
+    r"Found no NVIDIA driver on your system|torch\.cuda\.is_available\(\) (is )?False)",
+    re.IGNORECASE,
+)
+# API-server validation errors for extended resources (FailedCreate / kubectl apply).
+LIMIT_REQUIRED_RE = re.compile(r"Limit must be set for non overcommitable resources")
+MUST_EQUAL_RE = re.compile(r"must be equal to (\S+) limit")
+NOT_INTEGER_RE = re.compile(r"\[([^\[\]]+)\]: Invalid value: \"?([^\":]+)\"?: must be an integer")
+RUNTIMECLASS_RE = re.compile(r'RuntimeClass "([^"]+)" not found')
+
+
+def containers(pod: Obj) -> Iterator[Obj]:
+    spec = pod.get("spec", {})
+    yield from spec.get("initContainers") or []
+    yield from spec.get("containers") or []
+
+
+def _ref(ctx: PendingContext) -> ObjectRef:
+    if ctx.pod_exists or ctx.controller is None:
+        return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
+    return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
+
+
+def _failed_create(ctx: PendingContext) -> list[str]:
+    return [str(e.get("message", "")) for e in ctx.controller_events
+            if e.get("reason") in ("FailedCreate", "FailedCreatePod")]
+
+
+def _yaml_resources(res: str, qty: str) -> str:
+    return (f"resources:\n  requests:\n    {res}: {qty}\n  limits:\n    {res}: {qty}")
+
+
+def check_gpu_quantities(ctx: PendingContext) -> list[Finding]:
+    """GPU_LIMIT_MISSING, GPU_REQUEST_LIMIT_MISMATCH, GPU_FRACTIONAL_REQUEST."""
+    out: list[Finding] = []
+    ref = _ref(ctx)
+    events = _failed_create(ctx)
+    for c in containers(ctx.pod):
+        res = c.get("resources") or {}
+        req, lim = res.get("requests") or {}, res.get("limits") or {}
+        cname = c.get("name", "?")
+        for r in sorted(set(req) | set(lim)):
+            if not is_gpu_resource(r):
+                continue
+            rq, lm = req.get(r), lim.get(r)
+            for label, q in (("requests", rq), ("limits", lm)):
+                if q is not None and not is_whole(q):
+                    whole = _round_up(q)
+                    out.append(Finding(
+                        "GPU_FRACTIONAL_REQUEST", Severity.CRITICAL,
+                        f"Container {cname} asks {r}: {q}; GPUs come in whole units.",
+                        (ref,), (f"containers[{cname}].resources.{label}.{r}: {q}",
+                                 *[m for m in events if "must be an integer" in m][:1]),
+                        "Ask for whole GPUs, or share them with time-slicing or MIG:\n"
+                        + _yaml_resources(r, whole),
+                    ))
+            if rq is not None and lm is None:
+                out.append(Finding(
+                    "GPU_LIMIT_MISSING", Severity.CRITICAL,
+                    f"Container {cname} requests {r}: {rq} but sets no limit; the API server "
+                    "rejects extended resources without limits.",
+                    (ref,), (f"containers[{cname}].resources.requests.{r}: {rq}",
+                             f"containers[{cname}].resources.limits.{r}: (not set)",
+                             *[m for m in events if LIMIT_REQUIRED_RE.search(m)][:1]),
+                    "Set the limit equal to the request:\n" + _yaml_resources(r, str(rq)),
+                ))
+            elif rq is not None and lm is not None and _neq(rq, lm):
+                out.append(Finding(
+                    "GPU_REQUEST_LIMIT_MISMATCH", Severity.CRITICAL,
+                    f"Container {cname} requests {rq} {r} but limits it to {lm}; GPU "
+                    "requests must equal limits.",
+                    (ref,), (f"containers[{cname}].resources.requests.{r}: {rq}",
+                             f"containers[{cname}].resources.limits.{r}: {lm}",
+                             *[m for m in events if MUST_EQUAL_RE.search(m)][:1]),
+                    "Make them equal (or set only the limit):\n" + _yaml_resources(r, str(lm)),
+                ))
+    if not out:
+        out.extend(_quantity_errors_from_events(ctx, ref, events))
+    return out
+
+
+def _quantity_errors_from_events(
+    ctx: PendingContext, ref: ObjectRef, events: list[str]
+) -> list[Finding]:
+    """The template may already be fixed while the events still show the old rejection;
+    when the template shows nothing, the events alone are proof of what was rejected."""
+    out = []
+    for m in events:
+        if LIMIT_REQUIRED_RE.search(m):
+            out.append(Finding("GPU_LIMIT_MISSING", Severity.CRITICAL,
+                               "The API server rejected the pod: a GPU request without limit.",
+                               (ref,), (m,), "Set limits equal to requests for every GPU."))
+        elif MUST_EQUAL_RE.search(m):
+            out.append(Finding("GPU_REQUEST_LIMIT_MISMATCH", Severity.CRITICAL,
+                               "The API server rejected the pod: GPU requests differ from "
+                               "limits.", (ref,), (m,), "Make GPU requests equal to limits."))
+        elif (nm := NOT_INTEGER_RE.search(m)) and is_gpu_resource(nm.group(1)):
+            out.append(Finding("GPU_FRACTIONAL_REQUEST", Severity.CRITICAL,
+                               f"The API server rejected a fractional {nm.group(1)}.",
+                               (ref,), (m,), "Ask for whole GPUs."))
+    return out
+
+
+def _round_up(q: str | int | float) -> str:
+    try:
+        v = parse_quantity(q)
+    except QuantityError:
+        return "1"
+    return str(max(1, int(-(-v // 1))))
+
+
+def _neq(a: str | int | float, b: str | int | float) -> bool:
+    try:
+        return parse_quantity(a) != parse_quantity(b)
+    except QuantityError:
+        return str(a) != str(b)
+
+
+def requested_gpu_resources(pod: Obj) -> dict[str, str]:
+    """GPU-like resource names the pod's containers ask for, with the quantity as written."""
+    out: dict[str, str] = {}
+    for c in containers(pod):
+        res = c.get("resources") or {}
+        for section in ("limits", "requests"):
+            for r, q in (res.get(section) or {}).items():
+                if is_gpu_resource(r) or _looks_like_gpu(r):
+                    out.setdefault(r, str(q))
+    return out
+
+
+def _looks_like_gpu(resource: str) -> bool:
+    return "gpu" in resource.lower() or resource.lower().startswith("nvidia")
+
+
+def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
+    """UNKNOWN_GPU_RESOURCE or, for MIG profiles on single-strategy nodes, MIG_STRATEGY_MISMATCH."""
+    advertised: set[str] = set()
+    for n in ctx.nodes:
+        for r, v in (n.get("status", {}).get("allocatable") or {}).items():
+            if parse_quantity(v) > 0:
+                advertised.add(r)
+        advertised.update(r for r in (n.get("status", {}).get("capacity") or {}))
+    if not ctx.nodes:
+        return []
+    out = []
+    ref = _ref(ctx)
+    for r, q in requested_gpu_resources(ctx.pod).items():
+        if r in advertised:
+            continue
+        if MIG_RESOURCE_RE.match(r):
+            single = [name_of(n) for n in ctx.nodes
+                      if labels(n).get(MIG_STRATEGY_LABEL) == "single"]
+            if single:
+                out.append(Finding(
+                    "MIG_STRATEGY_MISMATCH", Severity.CRITICAL,
+                    f"The pod asks for {r}, but the MIG nodes use the single strategy and "
+                    "advertise MIG slices as nvidia.com/gpu.",
+                    (ref, *(ObjectRef("Node", n) for n in single[:5])),
+                    (f"requested {r}: {q}",
+                     *(f"node {n}: {MIG_STRATEGY_LABEL}=single" for n in single[:5])),
+                    f"Request nvidia.com/gpu: {q} with a nodeSelector on nvidia.com/gpu.product "
+                    "(the MIG profile), or switch the ClusterPolicy to mig.strategy: mixed.",
+                ))
+                continue
+        gpu_names = sorted(a for a in advertised if is_gpu_resource(a))
+        close = difflib.get_close_matches(r, gpu_names, n=3, cutoff=0.6)
+        out.append(Finding(
+            "UNKNOWN_GPU_RESOURCE", Severity.CRITICAL,
+            f"No node offers {r}" + (f"; did you mean {close[0]}?" if close else "."),
+            (ref,),
+            (f"requested {r}: {q}",
+             "GPU resources nodes advertise: " + (", ".join(gpu_names) or "none")),
+            f"Request one of: {', '.join(close or gpu_names) or 'nvidia.com/gpu'} "
+            "(kubectl get nodes -o json | jq '.items[].status.allocatable')",
+        ))
+    return out
+
+
+def check_gpu_not_requested(ctx: PendingContext) -> list[Finding]:
+    """GPU_NOT_REQUESTED: a CUDA workload (image or log line) that asks for no GPU."""
+    if requested_gpu_resources(ctx.pod):
+        return []
+    proof: list[str] = []
+    for c in containers(ctx.pod):
+        img = str(c.get("image", ""))
+        if CUDA_IMAGE_RE.search(img):
+            proof.append(f"container {c.get('name')} image {img}")
+    if ctx.pod_exists:
+        text = ctx.reader.logs(ctx.namespace, ctx.pod_name) or ""
+        for line in text.splitlines():
+            if NO_CUDA_DEVICE_RE.search(line):
+                proof.append(f"log: {line.strip()}")
+                break
+    if not proof:
+        return []
+    cname = next((c.get("name", "main") for c in ctx.pod.get("spec", {}).get("containers") or []),
+                 "main")
+    return [Finding(
+        "GPU_NOT_REQUESTED", Severity.WARNING,
+        "The workload looks like it needs a GPU but requests none, so it lands on any node "
+        "and sees no GPU.",
+        (_ref(ctx),), tuple(proof),
+        f"Add to container {cname}:\n" + _yaml_resources("nvidia.com/gpu", "1"),
+    )]
+
+
+def check_runtime_class(ctx: PendingContext) -> list[Finding]:
+    """RUNTIMECLASS_MISSING: the pod names a RuntimeClass that does not exist."""
+    name = ctx.pod.get("spec", {}).get("runtimeClassName")
+    proof = [m for m in _failed_create(ctx) if RUNTIMECLASS_RE.search(m)]
+    if not name and proof:
+        m = RUNTIMECLASS_RE.search(proof[0])
+        name = m.group(1) if m else None
+    if not name:
+        return []
+    existing = ctx.reader.list("RuntimeClass")
+    if not ctx.reader.readable("RuntimeClass"):
+        return []
+    if any(name_of(rc) == name for rc in existing):
+        return []
+    if not existing and not proof:
+        # A snapshot without any RuntimeClass object cannot tell "missing" from "not dumped".
+        ctx.reader.unchecked.append(
+            f"RuntimeClass {name!r}: no RuntimeClass objects in the data; add "
+            "`kubectl get runtimeclasses -o yaml` to the snapshot")
+        return []
+    return [Finding(
+        "RUNTIMECLASS_MISSING", Severity.CRITICAL,
+        f"The pod names RuntimeClass {name!r}, which does not exist, so it is never created.",
+        (_ref(ctx), ObjectRef("RuntimeClass", name)),
+        (f"spec.runtimeClassName: {name}",
+         "RuntimeClasses: " + (", ".join(name_of(rc) for rc in existing) or "none"),
+         *proof[:1]),
+        "Create it (the GPU operator does with toolkit enabled):\n"
+        f"apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: {name}\n"
+        "handler: nvidia",
+    )]
+
+
+CHECKS = (check_gpu_quantities, check_unknown_resource, check_gpu_not_requested,
+          check_runtime_class)
+
+
+def check(ctx: PendingContext) -> list[Finding]:
+    out: list[Finding] = []
+    for c in CHECKS:
+        out.extend(c(ctx))
+    return out

@@ -1,0 +1,330 @@
+"""why-pending: the root cause that keeps a GPU workload from running, with proof and fix.
+
+Target forms, as kubectl takes them: ``POD``, ``NS/POD``, ``KIND/NAME`` (deployment,
+statefulset, job, replicaset and their short names) with ``namespace`` beside it. A target
+without a namespace is looked up in ``default``.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from datetime import datetime
+
+from handlers.errors import GpubotError, TargetNotFound
+from handlers.gpu import name_of
+from handlers.kube.resources import pod_requests
+from handlers.kube.selectors import match_label_selector_object
+from handlers.model import Diagnosis, Finding, ObjectRef, Severity
+from handlers.pending import placement, queueing, quota, spec
+from handlers.pending.context import PendingContext
+from handlers.view import Obj, Reader
+
+KIND_ALIASES = {
+    "pod": "Pod", "pods": "Pod", "po": "Pod",
+    "deployment": "Deployment", "deployments": "Deployment", "deploy": "Deployment",
+    "statefulset": "StatefulSet", "statefulsets": "StatefulSet", "sts": "StatefulSet",
+    "job": "Job", "jobs": "Job",
+    "replicaset": "ReplicaSet", "replicasets": "ReplicaSet", "rs": "ReplicaSet",
+}
+for _full in list(KIND_ALIASES):
+    # kubectl also accepts group-qualified names: deployment.apps/x, job.batch/x.
+    KIND_ALIASES[f"{_full}.apps"] = KIND_ALIASES[_full]
+    KIND_ALIASES[f"{_full}.batch"] = KIND_ALIASES[_full]
+
+CHECKS_RUN = (
+    "pod spec: GPU requests/limits, resource names, RuntimeClass",
+    "scheduler and gang: schedulerName, PodGroup/Workload, priority and preemption",
+    "quota: ResourceQuota and LimitRange for GPU resources",
+    "placement: every node through the scheduler's filters",
+)
+
+
+class UsageError(GpubotError):
+    """The target or its options are malformed (exit code 2 in the CLI)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: str
+    name: str
+    namespace: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.lower()}/{self.namespace}/{self.name}"
+
+
+def parse_target(text: str, namespace: str | None = None) -> Target:
+    text = text.strip()
+    if not text:
+        raise UsageError("no target given: name a pod (ml-team/train-0) or a controller "
+                         "(deployment/train -n ml-team)")
+    parts = text.split("/")
+    if len(parts) == 1:
+        return Target("Pod", parts[0], namespace or "default")
+    if len(parts) == 2:
+        head, name = parts
+        if head.lower() in KIND_ALIASES:
+            return Target(KIND_ALIASES[head.lower()], name, namespace or "default")
+        if namespace and namespace != head:
+            raise UsageError(f"target {text!r} names namespace {head!r} but -n says "
+                             f"{namespace!r}: give one of them")
+        return Target("Pod", name, head)
+    if len(parts) == 3 and parts[0].lower() in KIND_ALIASES:
+        # KIND/NS/NAME is not kubectl's, but people type it; accept the obvious meaning.
+        if namespace and namespace != parts[1]:
+            raise UsageError(f"target {text!r} names namespace {parts[1]!r} but -n says "
+                             f"{namespace!r}")
+        return Target(KIND_ALIASES[parts[0].lower()], parts[2], parts[1])
+    raise UsageError(f"cannot read target {text!r}: use POD, NS/POD or KIND/NAME with -n NS "
+                     "(kinds: pod, deployment, statefulset, job, replicaset)")
+
+
+def _owned_by(obj: Obj, owner: Obj) -> bool:
+    uid = owner.get("metadata", {}).get("uid")
+    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+        if (uid and ref.get("uid") == uid) or (
+            ref.get("kind") == owner.get("kind") and ref.get("name") == name_of(owner)
+        ):
+            return True
+    return False
+
+
+def _not_found(reader: Reader, t: Target) -> TargetNotFound:
+    same_ns = [name_of(o) for o in reader.list(t.kind, t.namespace)]
+    close = difflib.get_close_matches(t.name, same_ns, n=3, cutoff=0.5)
+    elsewhere = [f"{o.get('metadata', {}).get('namespace')}/{name_of(o)}"
+                 for o in reader.list(t.kind, None, field_selector=f"metadata.name={t.name}")]
+    hint = ""
+    if elsewhere:
+        hint = f"; it exists in {', '.join(elsewhere[:3])}"
+    elif close:
+        hint = f"; did you mean {', '.join(close)}?"
+    return TargetNotFound(
+        f"{t.kind.lower()} {t.name!r} not found in namespace {t.namespace!r}{hint}",
+        suggestions=elsewhere or close,
+    )
+
+
+def _resolve(reader: Reader, t: Target) -> tuple[Obj | None, Obj | None, list[Obj]]:
+    """(pod, controller, the controller's pods)."""
+    obj = reader.get(t.kind, t.name, t.namespace)
+    if obj is None:
+        raise _not_found(reader, t)
+    obj.setdefault("kind", t.kind)
+    if t.kind == "Pod":
+        return obj, _owner(reader, obj), []
+    owners = [obj]
+    if t.kind == "Deployment":
+        owners = [rs for rs in reader.list("ReplicaSet", t.namespace) if _owned_by(rs, obj)]
+        owners.sort(key=lambda rs: str(rs.get("metadata", {}).get("creationTimestamp", "")))
+    sel = (obj.get("spec") or {}).get("selector")
+    candidates = reader.list("Pod", t.namespace)
+    pods = [p for p in candidates if any(_owned_by(p, o) for o in owners)
+            or (sel and t.kind != "Deployment" and not p.get("metadata", {}).get(
+                "ownerReferences") and match_label_selector_object(sel, _labels(p)))]
+    return None, obj, pods
+
+
+def _labels(o: Obj) -> dict[str, str]:
+    return o.get("metadata", {}).get("labels") or {}
+
+
+def _owner(reader: Reader, pod: Obj) -> Obj | None:
+    for ref in pod.get("metadata", {}).get("ownerReferences") or []:
+        kind = ref.get("kind")
+        if kind in ("ReplicaSet", "StatefulSet", "Job", "DaemonSet"):
+            owner = reader.get(kind, ref.get("name", ""), pod["metadata"].get("namespace"))
+            if owner is not None:
+                owner.setdefault("kind", kind)
+                return owner
+    return None
+
+
+def _template_pod(controller: Obj, namespace: str) -> Obj:
+    tmpl = (controller.get("spec") or {}).get("template") or {}
+    meta = dict(tmpl.get("metadata") or {})
+    meta.setdefault("name", f"{name_of(controller)}-<not created>")
+    meta["namespace"] = namespace
+    return {"kind": "Pod", "apiVersion": "v1", "metadata": meta,
+            "spec": dict(tmpl.get("spec") or {}), "status": {"phase": "Pending"}}
+
+
+def _controller_events(reader: Reader, controller: Obj | None, ns: str) -> list[Obj]:
+    if controller is None:
+        return []
+    kind = str(controller.get("kind"))
+    events = list(reader.events(kind, name_of(controller), ns))
+    if kind == "Deployment":
+        for rs in reader.list("ReplicaSet", ns):
+            if _owned_by(rs, controller):
+                events += reader.events("ReplicaSet", name_of(rs), ns)
+    return sorted(events, key=_event_time)
+
+
+def _event_time(e: Obj) -> str:
+    return str(e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp") or "")
+
+
+def _is_pending(pod: Obj) -> bool:
+    return bool(pod.get("status", {}).get("phase", "Pending") == "Pending")
+
+
+def _pick_pod(pods: list[Obj]) -> Obj | None:
+    pending = [p for p in pods if _is_pending(p)]
+    pool = pending or pods
+    return sorted(pool, key=name_of)[0] if pool else None
+
+
+def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
+    t = parse_target(target, namespace)
+    pod, controller, pods = _resolve(reader, t)
+    if pod is None:
+        pod = _pick_pod(pods)
+    diag = Diagnosis("why-pending", str(t))
+    ns = t.namespace
+    if pod is not None:
+        ctx = PendingContext(reader, pod, True, ns, controller)
+        ctx.events = sorted(reader.events("Pod", name_of(pod), ns), key=_event_time)
+        diag.details["pod"] = name_of(pod)
+        if controller is not None and t.kind != "Pod":
+            diag.details["pods"] = {
+                "total": len(pods), "pending": sum(_is_pending(p) for p in pods)}
+    else:
+        assert controller is not None
+        ctx = PendingContext(reader, _template_pod(controller, ns), False, ns, controller)
+        diag.details["pod"] = None
+    ctx.controller_events = _controller_events(reader, controller, ns)
+    diag.details["requests"] = placement.resource_summary(pod_requests(ctx.pod))
+    diag.details["events"] = [_event_line(e) for e in (ctx.events + ctx.controller_events)[-12:]]
+
+    if ctx.pod_exists and not _is_pending(ctx.pod):
+        diag.add(_not_pending(reader, ctx))
+        diag.add_all(spec.check_gpu_not_requested(ctx))
+        diag.details["all_clear"] = False
+    elif ctx.pod_exists and ctx.pod.get("spec", {}).get("nodeName"):
+        diag.add_all(_bound_but_pending(ctx))
+    else:
+        _diagnose_unbound(ctx, diag)
+    diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
+    return diag.finish()
+
+
+def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> None:
+    for name in CHECKS_RUN:
+        diag.check(name)
+    diag.add_all(spec.check(ctx))
+    diag.add_all(queueing.check(ctx))
+    diag.add_all(quota.check(ctx))
+    explained = bool(diag.problems)
+    gate = _gated(ctx)
+    if ctx.nodes:
+        found, p = placement.check(ctx)
+        diag.nodes = placement.verdicts(p)
+        if gate:
+            # Held before the scheduler: node fit matters only once the gate opens.
+            diag.unchecked.append(f"placement findings: {gate}; the per-node table shows "
+                                  "where it would fit once released")
+        else:
+            diag.add_all(f for f in found
+                         if not (explained and f.code == "PENDING_NO_EVENTS"))
+    elif ctx.reader.readable("Node"):
+        diag.unchecked.append("placement: the data holds no Node objects")
+    has_fs = any(e.get("reason") == "FailedScheduling" for e in ctx.events)
+    if ctx.pod_exists and not has_fs and not diag.problems and not gate \
+            and "PENDING_NO_EVENTS" not in diag.codes:
+        diag.add(Finding(
+            "PENDING_NO_EVENTS", Severity.WARNING,
+            "The pod is Pending and no scheduler event explains it yet.",
+            (ObjectRef("Pod", ctx.pod_name, ctx.namespace),),
+            (f"events on the pod: {len(ctx.events)}, none with reason FailedScheduling",),
+            f"kubectl -n {ctx.namespace} get events --field-selector "
+            f"involvedObject.name={ctx.pod_name}; check the scheduler is running: "
+            "kubectl -n kube-system get pods -l component=kube-scheduler",
+        ))
+
+
+def _gated(ctx: PendingContext) -> str | None:
+    """Why the pod never reaches the scheduler, when something holds it before."""
+    gates = ctx.pod.get("spec", {}).get("schedulingGates") or []
+    if gates:
+        return "the pod has schedulingGates " + ", ".join(str(g.get("name")) for g in gates)
+    if ctx.controller is not None and (ctx.controller.get("spec") or {}).get("suspend"):
+        return f"{str(ctx.controller.get('kind')).lower()} {name_of(ctx.controller)} is suspended"
+    return None
+
+
+def _event_line(e: Obj) -> str:
+    count = e.get("count") or (e.get("series") or {}).get("count") or 1
+    return (f"{_event_time(e)} {e.get('type', '')} {e.get('reason', '')} "
+            f"(x{count}): {e.get('message', '')}")
+
+
+def _since(pod: Obj) -> str:
+    st = pod.get("status", {})
+    return str(st.get("startTime") or pod.get("metadata", {}).get("creationTimestamp")
+               or "unknown")
+
+
+def _not_pending(reader: Reader, ctx: PendingContext) -> Finding:
+    st = ctx.pod.get("status", {})
+    phase = st.get("phase", "?")
+    node = ctx.pod.get("spec", {}).get("nodeName") or "no node"
+    evidence = [f"status.phase: {phase}", f"spec.nodeName: {node}",
+                f"status.startTime: {_since(ctx.pod)}"]
+    age = _age(reader.now(), _since(ctx.pod))
+    if age:
+        evidence.append(f"running for {age}")
+    return Finding(
+        "POD_NOT_PENDING", Severity.INFO,
+        f"The pod is not pending: {phase} on node {node} since {_since(ctx.pod)}.",
+        (ObjectRef("Pod", ctx.pod_name, ctx.namespace), ObjectRef("Node", node)),
+        tuple(evidence),
+        f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}",
+    )
+
+
+def _age(now: datetime, stamp: str) -> str:
+    try:
+        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    secs = int((now - then).total_seconds())
+    if secs < 0:
+        return ""
+    d, rem = divmod(secs, 86400)
+    h, rem = divmod(rem, 3600)
+    m = rem // 60
+    return f"{d}d{h}h" if d else f"{h}h{m}m" if h else f"{m}m"
+
+
+def _bound_but_pending(ctx: PendingContext) -> list[Finding]:
+    """Scheduled, not started: kubelet admission, sandbox/runtime, the node's GPU chain."""
+    from handlers.chain import check_chain
+    from handlers.logpatterns import classify_log
+
+    node_name = str(ctx.pod["spec"]["nodeName"])
+    out: list[Finding] = []
+    ref = ObjectRef("Pod", ctx.pod_name, ctx.namespace)
+    st = ctx.pod.get("status", {})
+    if st.get("reason") == "UnexpectedAdmissionError" or "Allocate failed" in str(
+            st.get("message", "")):
+        out.append(Finding(
+            "DEVICE_ADMISSION_FAILED", Severity.CRITICAL,
+            f"Kubelet on {node_name} rejected the pod's GPU allocation.",
+            (ref, ObjectRef("Node", node_name)),
+            (f"status.reason: {st.get('reason')}", f"status.message: {st.get('message')}"),
+            "Delete the pod so that its controller recreates it; if it repeats, restart the "
+            f"device plugin on {node_name}.", (("restart-device-plugin", node_name),),
+        ))
+    for e in ctx.events:
+        for code, line in classify_log(str(e.get("message", ""))):
+            out.append(Finding(code, Severity.CRITICAL,
+                               f"Event {e.get('reason')} on the pod shows {code}.",
+                               (ref, ObjectRef("Node", node_name)), (line,),
+                               "See the node's GPU chain: gpubot doctor " + node_name))
+    node = ctx.reader.get("Node", node_name)
+    if node is not None:
+        chain = check_chain(ctx.reader, [node])
+        out += [f for f in chain.findings if f.severity.is_problem]
+    return out

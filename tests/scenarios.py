@@ -1,0 +1,45 @@
+"""Loading the scenario directories under tests/scenarios (format: docs/design.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCENARIO_DIR = Path(__file__).parent / "scenarios"
+COMMANDS = ("why-pending", "doctor", "nodes")
+
+
+@dataclass
+class Scenario:
+    name: str
+    path: Path
+    command: str
+    snapshot: Path
+    target: str | None = None
+    namespace: str | None = None
+    node: str | None = None
+    expect: list[str] = field(default_factory=list)
+    forbid: list[str] = field(default_factory=list)
+    first: str | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def load_scenarios() -> list[Scenario]:
+    out = []
+    for f in sorted(SCENARIO_DIR.glob("*/scenario.yaml")):
+        data = yaml.safe_load(f.read_text()) or {}
+        command = data.get("command", "why-pending")
+        if command not in COMMANDS:
+            raise ValueError(f"{f}: unknown command {command!r}")
+        out.append(Scenario(
+            name=f.parent.name, path=f.parent, command=command,
+            snapshot=(f.parent / data.get("snapshot", "cluster.yaml")).resolve(),
+            target=data.get("target"), namespace=data.get("namespace"),
+            node=data.get("node") or (data.get("target") if command == "doctor" else None),
+            expect=list(data.get("expect") or []), forbid=list(data.get("forbid") or []),
+            first=data.get("first"), raw=data,
+        ))
+    return out

@@ -1,0 +1,43 @@
+"""Every scenario: the codes it expects come out, the codes it forbids do not."""
+
+from __future__ import annotations
+
+import pytest
+
+from bot.snapshot import load_snapshot
+from handlers import doctor, nodes, why_pending
+from handlers.codes import CODES
+from handlers.model import Diagnosis
+from handlers.view import Reader
+from tests.scenarios import Scenario, load_scenarios
+
+SCENARIOS = load_scenarios()
+
+
+def run_scenario(s: Scenario) -> Diagnosis:
+    reader = Reader(load_snapshot(s.snapshot))
+    if s.command == "why-pending":
+        assert s.target, f"{s.name}: why-pending needs a target"
+        return why_pending.run(reader, s.target, s.namespace)
+    if s.command == "doctor":
+        return doctor.run(reader, s.node)
+    return nodes.run(reader)
+
+
+@pytest.mark.parametrize("s", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_scenario(s: Scenario) -> None:
+    for code in s.expect + s.forbid + ([s.first] if s.first else []):
+        assert code in CODES, f"{s.name}: {code} is not a finding code"
+    diag = run_scenario(s)
+    codes = diag.codes
+    missing = [c for c in s.expect if c not in codes]
+    unwanted = [c for c in s.forbid if c in codes]
+    assert not missing and not unwanted, (
+        f"{s.name}: missing {missing}, unwanted {unwanted}; got {codes}")
+    if s.first:
+        assert codes[0] == s.first, f"{s.name}: first finding {codes[0]}, want {s.first}"
+    for f in diag.findings:
+        assert f.summary, f"{s.name}: {f.code} has no summary"
+        if f.severity.is_problem:
+            assert f.evidence, f"{s.name}: {f.code} has no evidence"
+            assert f.fix, f"{s.name}: {f.code} has no fix"
