@@ -70,7 +70,7 @@ def _pending_product(pod: Obj) -> str:
     for k in PRODUCT_LABELS:
         if k in sel:
             return str(sel[k])
-    return "any"
+    return "(any model)"
 
 
 def run(reader: Reader) -> Diagnosis:

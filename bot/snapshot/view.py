@@ -30,6 +30,16 @@ _FieldReqs = tuple[tuple[str, str, str], ...]
 _EventIndex = dict[tuple[str, str], list[tuple[str, Obj]]]  # (kind, name) -> (namespace, event)
 
 
+# Kinds whose absence changes a verdict (no quota, no RuntimeClass): when a snapshot holds
+# not even an empty list of them, reading them is an error, not an empty answer.
+MUST_BE_CAPTURED = {
+    "ResourceQuota": "resourcequotas",
+    "LimitRange": "limitranges",
+    "RuntimeClass": "runtimeclasses",
+    "PriorityClass": "priorityclasses",
+}
+
+
 class SnapshotView:
     """A read-only cluster as a snapshot saw it. Objects are the loaded dicts themselves:
     callers must not change them.
@@ -126,6 +136,13 @@ class SnapshotView:
         if kind not in USED_KINDS:
             raise ViewError(f"{self.source}: {kind} objects are not read from snapshots",
                             kind=kind)
+        if kind in MUST_BE_CAPTURED and kind not in self._kinds:
+            # "None in the snapshot" would read as "none in the cluster": say it was not
+            # captured, so that the checks needing it report "not checked" instead.
+            plural = MUST_BE_CAPTURED[kind]
+            raise ViewError(
+                f"{kind}: not in the snapshot (kubectl cluster-info dump leaves {plural} out); "
+                f"add them: kubectl get {plural} -A -o yaml > extra.yaml", kind=kind)
 
     @staticmethod
     def _namespace_key(kind: str, namespace: str | None) -> str:

@@ -1,0 +1,410 @@
+"""pending: every pending GPU workload in a namespace (or the cluster), with its root cause.
+
+A *pending GPU workload* is one of:
+
+- unbound ``Pending`` pods that request a GPU resource (any ``nvidia.com/`` resource, MIG
+  profiles and shared GPUs included), grouped by their owning controller: a Deployment's
+  twenty pending replicas are one row; a pod without an owner is a row of its own;
+- controllers whose pods were never created: a Deployment, StatefulSet or Job whose pod
+  template requests a GPU, that has fewer active pods than it wants, and whose
+  ``FailedCreate`` events (on the ReplicaSet, StatefulSet or Job) say why.
+
+Each row's root cause is the first problem finding of ``why_pending.run`` for one
+representative pod (or the controller's template when no pod exists). Every diagnosis
+shares the caller's ``Reader``, so each list (nodes, pods, quotas, ...) is read once.
+
+``details["rows"]``: one dict per diagnosed workload, worst first (severity, then GPUs
+asked, then age)::
+
+    {workload, kind, name, namespace, pods_pending, pods_not_created, gpus_requested,
+     resources, age, age_seconds, pod, code, severity, cause, fix, drilldown}
+
+``pods_pending`` counts the pods the workload is missing (unbound pending pods plus pods
+its controller could not create; the latter also in ``pods_not_created``).
+``gpus_requested`` adds up every GPU-like unit asked (whole GPUs, MIG slices, shared
+replicas); ``resources`` splits it per resource.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from handlers import why_pending
+from handlers.errors import GpubotError
+from handlers.gpu import is_gpu_resource, name_of, ns_of
+from handlers.kube.resources import pod_requests
+from handlers.model import Diagnosis, Finding, Severity
+from handlers.pending.context import PendingContext
+from handlers.view import Obj, Reader
+
+DEFAULT_LIMIT = 50
+# The same selector PendingContext.active_pods uses, so the Reader serves both from one read.
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+FAILED_CREATE = "reason=FailedCreate"
+# Kinds whose FailedCreate events mean "a pod of this controller could not be created".
+_CREATING_KINDS = ("ReplicaSet", "StatefulSet", "Job", "Deployment")
+
+
+# ------------------------------------------------------------------------------ discovery
+@dataclass
+class PendingWorkload:
+    """One row before diagnosis: a controller (or a bare pod) with pods it is missing."""
+
+    kind: str
+    name: str
+    namespace: str
+    controller: Obj | None = None
+    pods: list[Obj] = field(default_factory=list)  # unbound Pending pods asking for GPUs
+    active: int = 0  # non-terminated pods the controller has (any phase), when known
+    not_created: int = 0  # pods the controller wants but could not create
+    failed_create: list[Obj] = field(default_factory=list)  # FailedCreate events, oldest first
+    template: Obj | None = None  # the controller's pod template as a pod, when not_created
+
+    @property
+    def workload(self) -> str:
+        return f"{self.kind.lower()}/{self.name}"
+
+    @property
+    def pods_pending(self) -> int:
+        return len(self.pods) + self.not_created
+
+    def resources(self) -> dict[str, float]:
+        """GPU resources asked by the pending pods and the pods not created, per resource."""
+        out: dict[str, float] = {}
+        for p in self.pods:
+            _add(out, gpu_requests(p))
+        if self.not_created and self.template is not None:
+            _add(out, {k: v * self.not_created for k, v in gpu_requests(self.template).items()})
+        return dict(sorted(out.items()))
+
+    @property
+    def gpus(self) -> float:
+        return sum(self.resources().values())
+
+    def since(self) -> str:
+        """When the wait started: the oldest pending pod, else the first FailedCreate."""
+        stamps = [str(p.get("metadata", {}).get("creationTimestamp") or "") for p in self.pods]
+        stamps += [str(e.get("firstTimestamp") or e.get("eventTime")
+                       or e.get("lastTimestamp") or "") for e in self.failed_create]
+        stamps = [s for s in stamps if s]
+        return min(stamps) if stamps else ""
+
+
+def gpu_requests(pod: Obj) -> dict[str, float]:
+    """The GPU-like resources a pod (or a template pod) requests, with their amounts."""
+    return {k: v for k, v in pod_requests(pod).items() if is_gpu_resource(k) and v > 0}
+
+
+def is_pending_gpu_pod(pod: Obj) -> bool:
+    """Pending, not bound to a node, not being deleted, and asking for a GPU resource."""
+    meta = pod.get("metadata") or {}
+    spec = pod.get("spec") or {}
+    return ((pod.get("status") or {}).get("phase", "Pending") == "Pending"
+            and not spec.get("nodeName") and not meta.get("deletionTimestamp")
+            and bool(gpu_requests(pod)))
+
+
+def _add(into: dict[str, float], other: dict[str, float]) -> None:
+    for k, v in other.items():
+        into[k] = into.get(k, 0.0) + v
+
+
+def _controller_ref(obj: Obj) -> dict[str, Any] | None:
+    refs = obj.get("metadata", {}).get("ownerReferences") or []
+    for r in refs:
+        if r.get("controller"):
+            return dict(r)
+    return dict(refs[0]) if refs else None
+
+
+def _owns(owner: Obj, obj: Obj, kind: str) -> bool:
+    uid = owner.get("metadata", {}).get("uid")
+    for r in obj.get("metadata", {}).get("ownerReferences") or []:
+        if (uid and r.get("uid") == uid) or (r.get("kind") == kind
+                                             and r.get("name") == name_of(owner)):
+            return True
+    return False
+
+
+class _Scope:
+    """The lists a pending scan reads, each read once through the Reader."""
+
+    def __init__(self, reader: Reader, namespace: str | None) -> None:
+        self.reader = reader
+        self.namespace = namespace
+        self.pods = [p for p in reader.list("Pod", field_selector=ACTIVE_PODS)
+                     if namespace is None or ns_of(p) == namespace]
+        self._rs: dict[tuple[str, str], Obj] | None = None
+
+    def replicasets(self) -> dict[tuple[str, str], Obj]:
+        if self._rs is None:
+            self._rs = {(ns_of(rs), name_of(rs)): rs
+                        for rs in self.reader.list("ReplicaSet", self.namespace)}
+        return self._rs
+
+    def top_owner(self, obj: Obj, ns: str) -> tuple[str, str] | None:
+        """(kind, name) of the controller that owns ``obj``: a ReplicaSet's Deployment."""
+        ref = _controller_ref(obj)
+        if ref is None:
+            return None
+        kind, name = str(ref.get("kind", "")), str(ref.get("name", ""))
+        if kind == "ReplicaSet":
+            rs = self.replicasets().get((ns, name))
+            dep = _controller_ref(rs) if rs is not None else None
+            if dep is not None and dep.get("kind") == "Deployment":
+                return "Deployment", str(dep.get("name", ""))
+        return kind, name
+
+    def controller(self, kind: str, name: str, ns: str) -> Obj | None:
+        obj = self.reader.get(kind, name, ns) if kind in _CREATING_KINDS else None
+        if obj is not None:
+            obj.setdefault("kind", kind)
+        return obj
+
+    def active_pods_of(self, controller: Obj) -> int:
+        kind = str(controller.get("kind"))
+        ns = ns_of(controller)
+        owners = [controller]
+        if kind == "Deployment":
+            owners = [rs for (rns, _), rs in self.replicasets().items()
+                      if rns == ns and _owns(controller, rs, "Deployment")]
+        return sum(1 for p in self.pods if ns_of(p) == ns
+                   and any(_owns(o, p, str(o.get("kind") or "ReplicaSet")) for o in owners))
+
+
+def _desired(controller: Obj) -> int:
+    spec = controller.get("spec") or {}
+    kind = controller.get("kind")
+    if kind == "Job":
+        if spec.get("suspend"):
+            return 0
+        for c in (controller.get("status") or {}).get("conditions") or []:
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+                return 0
+        want = int(spec.get("parallelism", 1) or 0)
+        if spec.get("completions") is not None:
+            done = int((controller.get("status") or {}).get("succeeded") or 0)
+            want = min(want, max(int(spec["completions"]) - done, 0))
+        return want
+    replicas = spec.get("replicas")
+    return 1 if replicas is None else int(replicas)
+
+
+def _event_time(e: Obj) -> str:
+    return str(e.get("firstTimestamp") or e.get("eventTime") or e.get("lastTimestamp") or "")
+
+
+def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWorkload]:
+    """Every pending GPU workload in ``namespace`` (None: all), undiagnosed, in no order."""
+    scope = _Scope(reader, namespace)
+    groups: dict[tuple[str, str, str], PendingWorkload] = {}
+    for pod in scope.pods:
+        if not is_pending_gpu_pod(pod):
+            continue
+        ns = ns_of(pod)
+        owner = scope.top_owner(pod, ns) or ("Pod", name_of(pod))
+        key = (ns, *owner)
+        if key not in groups:
+            groups[key] = PendingWorkload(owner[0], owner[1], ns)
+        groups[key].pods.append(pod)
+
+    events = reader.list("Event", namespace, field_selector=FAILED_CREATE)
+    by_controller: dict[tuple[str, str, str], list[Obj]] = {}
+    for e in events:
+        inv = e.get("involvedObject") or {}
+        kind = str(inv.get("kind") or "")
+        if kind not in _CREATING_KINDS:
+            continue
+        ns = str(inv.get("namespace") or e.get("metadata", {}).get("namespace") or "")
+        name = str(inv.get("name") or "")
+        if kind == "ReplicaSet":
+            rs = scope.replicasets().get((ns, name))
+            owner = scope.top_owner(rs, ns) if rs is not None else None
+            if owner is not None and owner[0] == "Deployment":
+                kind, name = owner
+        by_controller.setdefault((ns, kind, name), []).append(e)
+
+    for (ns, kind, name), evs in sorted(by_controller.items()):
+        ctrl = scope.controller(kind, name, ns)
+        if ctrl is None:
+            continue
+        template = why_pending._template_pod(ctrl, ns)
+        if not gpu_requests(template):
+            continue
+        active = scope.active_pods_of(ctrl)
+        missing = _desired(ctrl) - active
+        if missing <= 0:
+            continue
+        w = groups.setdefault((ns, kind, name), PendingWorkload(kind, name, ns))
+        w.controller, w.active, w.template = ctrl, active, template
+        # Pods that exist but are pending are counted already; the rest were never created.
+        w.not_created = max(missing, 0)
+        w.failed_create = sorted(evs, key=_event_time)
+    return list(groups.values())
+
+
+# ------------------------------------------------------------------------------ diagnosis
+def _seconds(now: datetime, stamp: str) -> int:
+    try:
+        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    try:
+        return max(int((now - then).total_seconds()), 0)
+    except TypeError:  # naive vs aware
+        return 0
+
+
+def age_text(seconds: int) -> str:
+    if seconds <= 0:
+        return "?"
+    d, rem = divmod(seconds, 86400)
+    h, rem = divmod(rem, 3600)
+    m = rem // 60
+    return f"{d}d{h}h" if d else f"{h}h{m}m" if h else f"{m}m"
+
+
+def _drilldown(w: PendingWorkload) -> str:
+    if w.kind == "Pod" or w.kind.lower() not in why_pending.KIND_ALIASES:
+        pod = sorted(w.pods, key=name_of)[0] if w.pods else None
+        return f"gpubot why-pending {w.namespace}/{name_of(pod) if pod else w.name}"
+    return f"gpubot why-pending {w.workload} -n {w.namespace}"
+
+
+def _diagnose_template(reader: Reader, w: PendingWorkload) -> Diagnosis:
+    """why-pending on the controller's pod template, for a controller that has running
+    pods but cannot create the rest (why-pending on the controller would pick a running
+    pod and say it is not pending)."""
+    assert w.controller is not None and w.template is not None
+    diag = Diagnosis("why-pending", f"{w.kind.lower()}/{w.namespace}/{w.name}")
+    ctx = PendingContext(reader, w.template, False, w.namespace, w.controller)
+    ctx.controller_events = why_pending._controller_events(reader, w.controller, w.namespace)
+    why_pending._diagnose_unbound(ctx, diag)
+    return diag.finish()
+
+
+def diagnose(reader: Reader, w: PendingWorkload) -> Diagnosis:
+    """why-pending for one representative of the workload."""
+    if w.pods:
+        pod = sorted(w.pods, key=name_of)[0]
+        return why_pending.run(reader, f"pod/{w.namespace}/{name_of(pod)}")
+    if w.active == 0:
+        return why_pending.run(reader, f"{w.kind.lower()}/{w.namespace}/{w.name}")
+    return _diagnose_template(reader, w)
+
+
+def root_cause(diag: Diagnosis) -> Finding | None:
+    """The first problem finding; else the first finding that names anything at all."""
+    for f in diag.findings:
+        if f.severity.is_problem:
+            return f
+    return next((f for f in diag.findings if f.code != "ALL_CLEAR"), None)
+
+
+def _row(w: PendingWorkload, now: datetime) -> dict[str, Any]:
+    secs = _seconds(now, w.since())
+    pods = sorted(w.pods, key=name_of)
+    return {
+        "workload": w.workload, "kind": w.kind, "name": w.name, "namespace": w.namespace,
+        "pods_pending": w.pods_pending, "pods_not_created": w.not_created,
+        "gpus_requested": w.gpus, "resources": w.resources(),
+        "age": age_text(secs), "age_seconds": secs,
+        "pod": name_of(pods[0]) if pods else None,
+        "code": None, "severity": str(Severity.INFO), "cause": "", "fix": "",
+        "drilldown": _drilldown(w),
+    }
+
+
+def _severity_rank(sev: str) -> int:
+    try:
+        return Severity(sev).rank
+    except ValueError:
+        return Severity.INFO.rank
+
+
+def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LIMIT) -> Diagnosis:
+    scope_text = f"namespace {namespace}" if namespace else "all namespaces"
+    diag = Diagnosis("pending", scope_text)
+    diag.check("unbound Pending pods requesting GPUs, grouped by controller")
+    diag.check("GPU controllers short of pods with FailedCreate events")
+    diag.check("why-pending for one pod (or pod template) per workload")
+    now = reader.now()
+    workloads = find_pending(reader, namespace)
+    # Diagnose the biggest and oldest first when there are more than `limit`.
+    workloads.sort(key=lambda w: (-w.gpus, -w.pods_pending, w.since() or "~",
+                                  w.namespace, w.workload))
+    limit = max(limit, 0)
+    chosen, rest = workloads[:limit], workloads[limit:]
+
+    rows: list[dict[str, Any]] = []
+    causes: list[Finding] = []
+    for w in chosen:
+        row = _row(w, now)
+        try:
+            found = root_cause(diagnose(reader, w))
+        except GpubotError as err:
+            found = None
+            row["cause"] = f"could not diagnose: {err}"
+            diag.unchecked.append(f"why-pending {w.namespace}/{w.workload}: {err}")
+        except Exception as err:  # one broken diagnosis must not sink the whole report
+            found = None
+            row["cause"] = f"could not diagnose: {type(err).__name__}: {err}"
+            diag.unchecked.append(f"why-pending {w.namespace}/{w.workload} failed: "
+                                  f"{type(err).__name__}: {err}")
+        if found is not None:
+            row.update(code=found.code, severity=str(found.severity), cause=found.summary,
+                       fix=found.fix)
+            causes.append(found)
+        elif not row["cause"]:
+            row["cause"] = f"why-pending found no cause; run {row['drilldown']}"
+        rows.append(row)
+    rows.sort(key=lambda r: (_severity_rank(r["severity"]), -r["gpus_requested"],
+                             -r["age_seconds"], r["namespace"], r["workload"]))
+
+    seen: set[tuple[str, str]] = set()
+    for f in causes:
+        if (f.code, f.summary) not in seen:
+            seen.add((f.code, f.summary))
+            diag.add(f)
+    diag.details["rows"] = rows
+    diag.details["totals"] = _totals(workloads)
+    diag.details["more"] = len(rest)
+    diag.details["more_pods"] = sum(w.pods_pending for w in rest)
+    diag.details["more_gpus"] = sum(w.gpus for w in rest)
+    diag.details["limit"] = limit
+    diag.details["namespace"] = namespace
+    diag.details["causes"] = _cause_summary(rows)
+    if workloads:
+        # Pending workloads are never "all clear", even when every cause is only info.
+        diag.details["all_clear"] = False
+    else:
+        diag.add(Finding(
+            "ALL_CLEAR", Severity.OK, f"No GPU workload is pending in {scope_text}.",
+            evidence=("unbound Pending pods requesting a GPU: 0",
+                      "GPU controllers short of pods with FailedCreate events: 0"),
+        ))
+    diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
+    return diag.finish()
+
+
+def _totals(workloads: Iterable[PendingWorkload]) -> dict[str, Any]:
+    ws = list(workloads)
+    return {"workloads": len(ws), "pods": sum(w.pods_pending for w in ws),
+            "gpus": sum(w.gpus for w in ws)}
+
+
+def _cause_summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per root-cause code: how many workloads, pods and GPUs it holds back."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        code = r["code"] or "UNKNOWN"
+        c = out.setdefault(code, {"code": r["code"], "severity": r["severity"],
+                                  "workloads": [], "pods": 0, "gpus": 0.0})
+        c["workloads"].append(f"{r['namespace']}/{r['workload']}")
+        c["pods"] += r["pods_pending"]
+        c["gpus"] += r["gpus_requested"]
+    return list(out.values())
+

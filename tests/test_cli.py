@@ -1,0 +1,109 @@
+"""The CLI's contract: exit codes, JSON shape, no colour off a terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bot.cli import EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, main
+
+SCEN = Path(__file__).parent / "scenarios"
+TAINT = SCEN / "taint-not-tolerated" / "cluster.yaml"
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        code = main(list(argv), out=out, err=err)
+    except SystemExit as e:  # argparse usage errors
+        code = int(e.code or 0)
+    return code, out.getvalue(), err.getvalue()
+
+
+def target_of(scenario: str) -> list[str]:
+    """The scenario's target as CLI arguments (TARGET [-n NS])."""
+    data = yaml.safe_load((SCEN / scenario / "scenario.yaml").read_text())
+    return [data["target"], *(["-n", data["namespace"]] if data.get("namespace") else [])]
+
+
+def test_json_output_has_findings_and_checks() -> None:
+    code, out, _ = run("why-pending", *target_of("taint-not-tolerated"), "--snapshot", str(TAINT),
+                       "-o", "json")
+    assert code == EXIT_OK
+    data = json.loads(out)
+    assert {"findings", "checks"} <= data.keys()
+    first = data["findings"][0]
+    assert {"code", "severity", "summary", "objects", "evidence", "fix"} <= first.keys()
+    assert "TAINT_NOT_TOLERATED" in [f["code"] for f in data["findings"]]
+    assert data["nodes"], "per-node verdicts are part of the JSON"
+
+
+def test_text_output_has_no_colour_off_a_tty() -> None:
+    code, out, _ = run("why-pending", *target_of("taint-not-tolerated"), "--snapshot", str(TAINT))
+    assert code == EXIT_OK
+    assert "TAINT_NOT_TOLERATED" in out
+    assert "\x1b[" not in out
+
+
+def test_colour_when_forced() -> None:
+    _, out, _ = run("why-pending", *target_of("taint-not-tolerated"), "--snapshot", str(TAINT),
+                    "--color", "always")
+    assert "\x1b[" in out
+
+
+def test_unknown_pod_exits_1_and_suggests_close_names() -> None:
+    target, *ns = target_of("taint-not-tolerated")
+    head, _, name = target.rpartition("/")
+    typo = f"{head}/{name[:-1]}x" if head else name[:-1] + "x"
+    code, out, err = run("why-pending", typo, *ns, "--snapshot", str(TAINT))
+    assert code == EXIT_NOT_FOUND
+    assert out == ""
+    assert name in err
+
+
+def test_missing_snapshot_exits_1_naming_the_path() -> None:
+    code, _, err = run("nodes", "--snapshot", "/nonexistent/dump")
+    assert code == EXIT_NOT_FOUND
+    assert "/nonexistent/dump" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["why-pending"],                                             # no target
+    ["frobnicate", "--snapshot", str(TAINT)],                    # unknown command
+    ["why-pending", "a/b/c/d", "--snapshot", str(TAINT)],        # malformed target
+    ["why-pending", "ns1/pod", "-n", "ns2", "--snapshot", str(TAINT)],  # two namespaces
+    ["nodes"],                                                   # no data source
+    ["nodes", "--snapshot", str(TAINT), "-o", "yaml"],           # bad output format
+])
+def test_usage_errors_exit_2(argv: list[str]) -> None:
+    code, _, err = run(*argv)
+    assert code == EXIT_USAGE
+    assert err
+
+
+def test_doctor_unknown_node_exits_1() -> None:
+    code, _, err = run("doctor", "no-such-node", "--snapshot", str(TAINT))
+    assert code == EXIT_NOT_FOUND
+    assert "no-such-node" in err
+
+
+def test_nodes_json_ledger() -> None:
+    code, out, _ = run("nodes", "--snapshot", str(TAINT), "-o", "json")
+    assert code == EXIT_OK
+    rows = json.loads(out)["details"]["rows"]
+    assert rows and all({"node", "capacity", "allocatable", "allocated", "free"} <= r.keys()
+                        for r in rows)
+    assert all(r["free"] == max(r["allocatable"] - r["allocated"], 0) for r in rows)
+
+
+def test_module_entry_point_runs() -> None:
+    proc = subprocess.run([sys.executable, "-m", "bot.cli", "nodes", "--snapshot", str(TAINT),
+                           "-o", "json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["command"] == "nodes"
