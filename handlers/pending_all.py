@@ -7,7 +7,9 @@ A *pending GPU workload* is one of:
   twenty pending replicas are one row; a pod without an owner is a row of its own;
 - controllers whose pods were never created: a Deployment, StatefulSet or Job whose pod
   template requests a GPU, that has fewer active pods than it wants, and whose
-  ``FailedCreate`` events (on the ReplicaSet, StatefulSet or Job) say why.
+  ``FailedCreate`` events (on the ReplicaSet, StatefulSet or Job) say why;
+- GPU Jobs that Kueue keeps suspended (label ``kueue.x-k8s.io/queue-name``): their pods are
+  not created until the Workload is admitted, and no event says so on the Job.
 
 Each row's root cause is the first problem finding of ``why_pending.run`` for one
 representative pod (or the controller's template when no pod exists). Every diagnosis
@@ -17,7 +19,7 @@ shares the caller's ``Reader``, so each list (nodes, pods, quotas, ...) is read 
 asked, then age)::
 
     {workload, kind, name, namespace, pods_pending, pods_not_created, gpus_requested,
-     resources, age, age_seconds, pod, code, severity, cause, fix, drilldown}
+     resources, age, age_seconds, pod, queue, code, severity, cause, fix, drilldown}
 
 ``pods_pending`` counts the pods the workload is missing (unbound pending pods plus pods
 its controller could not create; the latter also in ``pods_not_created``).
@@ -46,6 +48,7 @@ ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 FAILED_CREATE = "reason=FailedCreate"
 # Kinds whose FailedCreate events mean "a pod of this controller could not be created".
 _CREATING_KINDS = ("ReplicaSet", "StatefulSet", "Job", "Deployment")
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 # ------------------------------------------------------------------------------ discovery
@@ -62,6 +65,8 @@ class PendingWorkload:
     not_created: int = 0  # pods the controller wants but could not create
     failed_create: list[Obj] = field(default_factory=list)  # FailedCreate events, oldest first
     template: Obj | None = None  # the controller's pod template as a pod, when not_created
+    queue: str | None = None  # Kueue LocalQueue of a suspended Job
+    created: str = ""  # the controller's creationTimestamp (when nothing else dates the wait)
 
     @property
     def workload(self) -> str:
@@ -90,7 +95,7 @@ class PendingWorkload:
         stamps += [str(e.get("firstTimestamp") or e.get("eventTime")
                        or e.get("lastTimestamp") or "") for e in self.failed_create]
         stamps = [s for s in stamps if s]
-        return min(stamps) if stamps else ""
+        return min(stamps) if stamps else self.created
 
 
 def gpu_requests(pod: Obj) -> dict[str, float]:
@@ -175,11 +180,11 @@ class _Scope:
                    and any(_owns(o, p, str(o.get("kind") or "ReplicaSet")) for o in owners))
 
 
-def _desired(controller: Obj) -> int:
+def _desired(controller: Obj, *, suspended_too: bool = False) -> int:
     spec = controller.get("spec") or {}
     kind = controller.get("kind")
     if kind == "Job":
-        if spec.get("suspend"):
+        if spec.get("suspend") and not suspended_too:
             return 0
         for c in (controller.get("status") or {}).get("conditions") or []:
             if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
@@ -222,9 +227,9 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
         name = str(inv.get("name") or "")
         if kind == "ReplicaSet":
             rs = scope.replicasets().get((ns, name))
-            owner = scope.top_owner(rs, ns) if rs is not None else None
-            if owner is not None and owner[0] == "Deployment":
-                kind, name = owner
+            dep = scope.top_owner(rs, ns) if rs is not None else None
+            if dep is not None and dep[0] == "Deployment":
+                kind, name = dep
         by_controller.setdefault((ns, kind, name), []).append(e)
 
     for (ns, kind, name), evs in sorted(by_controller.items()):
@@ -243,24 +248,41 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
         # Pods that exist but are pending are counted already; the rest were never created.
         w.not_created = max(missing, 0)
         w.failed_create = sorted(evs, key=_event_time)
+
+    for job in reader.list("Job", namespace):
+        queue = (job.get("metadata", {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+        if not queue or not (job.get("spec") or {}).get("suspend"):
+            continue
+        job.setdefault("kind", "Job")
+        ns = ns_of(job)
+        template = why_pending._template_pod(job, ns)
+        if not gpu_requests(template):
+            continue
+        active = scope.active_pods_of(job)
+        missing = _desired(job, suspended_too=True) - active
+        if missing <= 0:
+            continue
+        w = groups.setdefault((ns, "Job", name_of(job)), PendingWorkload("Job", name_of(job), ns))
+        w.controller, w.active, w.template, w.queue = job, active, template, str(queue)
+        w.not_created = missing
+        w.created = str(job.get("metadata", {}).get("creationTimestamp") or "")
     return list(groups.values())
 
 
 # ------------------------------------------------------------------------------ diagnosis
-def _seconds(now: datetime, stamp: str) -> int:
+def _seconds(now: datetime, stamp: str) -> int | None:
     try:
         then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return 0
-    try:
         return max(int((now - then).total_seconds()), 0)
-    except TypeError:  # naive vs aware
-        return 0
+    except (ValueError, TypeError):  # no stamp, a bad one, or naive vs aware
+        return None
 
 
-def age_text(seconds: int) -> str:
-    if seconds <= 0:
+def age_text(seconds: int | None) -> str:
+    if seconds is None:
         return "?"
+    if seconds < 60:
+        return "<1m"
     d, rem = divmod(seconds, 86400)
     h, rem = divmod(rem, 3600)
     m = rem // 60
@@ -311,8 +333,8 @@ def _row(w: PendingWorkload, now: datetime) -> dict[str, Any]:
         "workload": w.workload, "kind": w.kind, "name": w.name, "namespace": w.namespace,
         "pods_pending": w.pods_pending, "pods_not_created": w.not_created,
         "gpus_requested": w.gpus, "resources": w.resources(),
-        "age": age_text(secs), "age_seconds": secs,
-        "pod": name_of(pods[0]) if pods else None,
+        "age": age_text(secs), "age_seconds": secs or 0,
+        "pod": name_of(pods[0]) if pods else None, "queue": w.queue,
         "code": None, "severity": str(Severity.INFO), "cause": "", "fix": "",
         "drilldown": _drilldown(w),
     }

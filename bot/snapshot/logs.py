@@ -139,6 +139,8 @@ class LogStore:
             path = os.path.join(parent, pod)
             try:
                 names = sorted(e.name for e in os.scandir(path) if e.is_file())
+            except FileNotFoundError:
+                continue  # cluster-info dump writes no directory for a pod without logs
             except OSError as err:
                 self.problems.append(LoadProblem(path, None, f"cannot read: {err.strerror}"))
                 continue

@@ -26,7 +26,7 @@ from handlers.chain.model import (
     NodeChain,
 )
 from handlers.chain.node import ChainContext, NodeRun
-from handlers.chain.placement import selects
+from handlers.chain.placement import selects, template_spec
 from handlers.chain.pods import IMAGE_PULL, pod_state
 from handlers.chain.sharing import find_sharing_config
 from handlers.gpu import (
@@ -57,9 +57,9 @@ def is_chain_node(node: Obj, plugin_nodes: set[str]) -> bool:
 def _ds_findings(ctx: ChainContext, scope: list[Obj], checks: list[str]) -> list[Finding]:
     inv = ctx.inv
     reader = ctx.reader
-    rcs = reader.list("RuntimeClass")
-    rc_read = kind_was_read(reader, "RuntimeClass", rcs)
     rc_unchecked: list[str] = []
+    rcs: list[Obj] | None = None  # read only when a GPU DaemonSet names a RuntimeClass
+    rc_read = False
     out: list[Finding] = []
     psa_hits: dict[str, list[tuple[Obj, DsIssue, list[str]]]] = {}
     gpu_ds = [("plugin", ds) for ds in inv.plugin_daemonsets] + inv.component_daemonsets
@@ -69,6 +69,10 @@ def _ds_findings(ctx: ChainContext, scope: list[Obj], checks: list[str]) -> list
             continue
         events = reader.events("DaemonSet", name_of(ds), ns_of(ds))
         issues: list[DsIssue] = []
+        if rcs is None and template_spec(ds).get("runtimeClassName"):
+            listed = reader.list("RuntimeClass")
+            rcs = listed if kind_was_read(reader, "RuntimeClass", listed) else []
+            rc_read = kind_was_read(reader, "RuntimeClass", listed)
         rc_issue, rc_checked = runtimeclass_issue(ds, events, rcs if rc_read else None)
         if not rc_checked:
             rc_unchecked.append(ds_label(ds))
@@ -97,8 +101,8 @@ def _ds_findings(ctx: ChainContext, scope: list[Obj], checks: list[str]) -> list
     checks.append(CHECK_PRIVILEGES)
     if rc_unchecked:
         ctx.unchecked.append(
-            f"{CHECK_RUNTIMECLASS}: not checked for {', '.join(rc_unchecked)} (no RuntimeClass "
-            "objects were read: add `kubectl get runtimeclasses -o yaml` to the snapshot)")
+            f"{CHECK_RUNTIMECLASS}: not checked for {', '.join(rc_unchecked)} (their pods name "
+            "a RuntimeClass, and no RuntimeClass objects were read)")
     else:
         checks.append(CHECK_RUNTIMECLASS)
     return out

@@ -7,6 +7,7 @@ indexed by node.
 
 from __future__ import annotations
 
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -100,7 +101,21 @@ class Inventory:
         return None
 
 
+# One inventory per Reader: why-pending may ask the chain about several node sets, and a
+# Reader's reads never change during a diagnosis.
+_CACHE: weakref.WeakKeyDictionary[Reader, Inventory] = weakref.WeakKeyDictionary()
+
+
 def build_inventory(reader: Reader) -> Inventory:
+    cached = _CACHE.get(reader)
+    if cached is not None:
+        return cached
+    inv = _build(reader)
+    _CACHE[reader] = inv
+    return inv
+
+
+def _build(reader: Reader) -> Inventory:
     inv = Inventory(reader, reader.now())
     inv.nodes = reader.list("Node")
     inv.node_by_name = {name_of(n): n for n in inv.nodes}

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from handlers.logpatterns import classify_log
 from handlers.model import Finding, ObjectRef, Severity
 
 
 @dataclass
 class NodeChain:
     node: str
-    findings: list[Finding]  # problems only; checks that passed are named in `passed`
+    findings: list[Finding]  # problems (and info notes); passed checks are named in `passed`
     passed: list[str]  # names of checks that passed on this node
     # One doctor table row: node, product, gpus "cap/alloc", labels, driver, toolkit,
     # plugin, runtime, mig, sharing, verdict.
@@ -54,6 +55,18 @@ ALL_CHECKS = [
     CHECK_HEALTH, CHECK_ADMISSION, CHECK_WORKLOADS, CHECK_OPERATOR, CHECK_LABELS, CHECK_MIG,
     CHECK_SHARING, CHECK_RUNTIMECLASS, CHECK_POD_SECURITY, CHECK_PRIVILEGES,
 ]
+
+# Codes a log line can prove that are causes further up the chain than the pod it came from.
+UPSTREAM = ("DRIVER_NOT_READY", "CONTAINER_RUNTIME_NOT_CONFIGURED", "NVML_INIT_FAILED",
+            "CUDA_DRIVER_MISMATCH")
+# Log codes that are only evidence, never a finding by themselves.
+EVIDENCE_ONLY = ("GPU_UNHEALTHY", "DEVICE_ADMISSION_FAILED")
+
+
+def sourced(text: str | None, source: str) -> list[tuple[str, str]]:
+    """``(code, "<source>: <line>")`` for the known lines of a log, event or message."""
+    return [(code, f"{source}: {line}") for code, line in classify_log(text)]
+
 
 _MAX_EVIDENCE = 14
 

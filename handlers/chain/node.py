@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from handlers.chain.daemonsets import DsIssue, ds_label, event_message, managed_by_operator
+from handlers.chain.daemonsets import DsIssue, event_message
 from handlers.chain.extras import labels_check, make_row, mig_check, sharing_check
 from handlers.chain.fixes import CRIT, INFO, WARN, Where, fix, summary
+from handlers.chain.health import admission, health, partial, workloads
 from handlers.chain.inventory import Inventory
+from handlers.chain.missing import plugin_missing
 from handlers.chain.model import (
     CHECK_ADMISSION,
     CHECK_DRIVER,
@@ -25,10 +27,12 @@ from handlers.chain.model import (
     CHECK_REGISTRATION,
     CHECK_TOOLKIT,
     CHECK_WORKLOADS,
+    EVIDENCE_ONLY,
+    UPSTREAM,
     Findings,
     NodeChain,
+    sourced,
 )
-from handlers.chain.placement import exclusions, untolerated_taints
 from handlers.chain.pods import (
     BLOCKED,
     CRASHLOOP,
@@ -47,7 +51,6 @@ from handlers.gpu import (
     GPU_RESOURCE,
     cuda_version,
     driver_version,
-    expected_gpu_count,
     gpu_meant_by,
     gpu_resources,
     has_gpu_labels,
@@ -55,9 +58,8 @@ from handlers.gpu import (
     name_of,
     nfd_pci_nvidia,
     nfd_running,
-    ns_of,
 )
-from handlers.logpatterns import classify_log, last_lines
+from handlers.logpatterns import last_lines
 from handlers.model import ObjectRef, Severity
 from handlers.view import Reader
 
@@ -74,11 +76,6 @@ COMPONENT_CODE = {
     "toolkit": "CONTAINER_RUNTIME_NOT_CONFIGURED",
     "mig-manager": "MIG_CONFIG_FAILED",
 }
-# Codes a log line can prove that are causes further up the chain than the pod it came from.
-UPSTREAM = ("DRIVER_NOT_READY", "CONTAINER_RUNTIME_NOT_CONFIGURED", "NVML_INIT_FAILED",
-            "CUDA_DRIVER_MISMATCH")
-# Log codes that are only evidence, never a finding by themselves.
-EVIDENCE_ONLY = ("GPU_UNHEALTHY", "DEVICE_ADMISSION_FAILED")
 # The codes that mean a check did not pass on the node.
 FAILS: dict[str, frozenset[str]] = {
     CHECK_HARDWARE: frozenset({"GPU_HARDWARE_NOT_DETECTED"}),
@@ -94,7 +91,6 @@ FAILS: dict[str, frozenset[str]] = {
     CHECK_OPERATOR: frozenset({"OPERATOR_COMPONENT_FAILING", "OPERATOR_IMAGE_PULL"}),
 }
 _MAX_LOG_EVIDENCE = 4
-_MAX_WORKLOAD_LOGS = 2
 
 
 @dataclass
@@ -113,11 +109,6 @@ def node_ready(node: Obj) -> tuple[bool, str]:
             ok = c.get("status") == "True"
             return ok, f"Ready={c.get('status')}: {c.get('reason', '')} {c.get('message', '')}"
     return True, ""
-
-
-def sourced(text: str | None, source: str) -> list[tuple[str, str]]:
-    """``(code, "<source>: <line>")`` for the known lines of a log, event or message."""
-    return [(code, f"{source}: {line}") for code, line in classify_log(text)]
 
 
 class NodeRun:
@@ -304,7 +295,7 @@ class NodeRun:
 
     def plugin(self) -> None:
         if not self.plugins:
-            self.plugin_missing()
+            plugin_missing(self)
             return
         if self.plugin_ok:
             self.passed.append(CHECK_PLUGIN)
@@ -334,82 +325,6 @@ class NodeRun:
                     found += more
                 if not self.log_findings(st, found):
                     self.stuck = [*st.state_evidence(), *[f"event: {m}" for m in msgs]]
-
-    def plugin_missing(self) -> None:
-        inv = self.ctx.inv
-        ev: list[str] = []
-        fix_text = ""
-        if not inv.plugin_daemonsets:
-            ev.append("no device-plugin DaemonSet in the cluster (app label "
-                      "nvidia-device-plugin-daemonset / nvidia-device-plugin-ds / "
-                      "nvidia-device-plugin / nvidia-gpu-device-plugin)")
-            for cp in inv.cluster_policies:
-                dp = (cp.get("spec") or {}).get("devicePlugin") or {}
-                if dp.get("enabled") is False:
-                    ev.append(f"clusterpolicy {name_of(cp)}: spec.devicePlugin.enabled=false")
-                    fix_text = ("kubectl patch clusterpolicy " + name_of(cp) + " --type merge "
-                                "-p '{\"spec\":{\"devicePlugin\":{\"enabled\":true}}}'")
-            fix_text = fix_text or (
-                "Install the device plugin: helm upgrade -i nvdp nvidia/nvidia-device-plugin "
-                "-n nvidia-device-plugin --create-namespace (or the GPU operator), or kubectl "
-                "apply -f https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/v0.17.1/"
-                "deployments/static/nvidia-device-plugin.yml")
-        objects: list[ObjectRef] = []
-        for ds in inv.plugin_daemonsets:
-            objects.append(ObjectRef("DaemonSet", name_of(ds), ns_of(ds)))
-            excl = exclusions(ds, self.node)
-            if excl:
-                ev += [f"daemonset {ds_label(ds)}: {e}" for e in excl]
-                if fix_text:
-                    continue
-                taints = untolerated_taints(ds, self.node)
-                if taints:
-                    t = taints[0]
-                    tol = (f"- key: {t.get('key')}\n  operator: Exists\n  effect: "
-                           f"{t.get('effect')}")
-                    if managed_by_operator(ds):
-                        fix_text = ("Add the toleration to the ClusterPolicy (the operator "
-                                    "copies it to its DaemonSets):\nspec:\n  daemonsets:\n"
-                                    "    tolerations:\n    " + tol.replace("\n", "\n    "))
-                    else:
-                        fix_text = (f"kubectl -n {ns_of(ds)} patch ds {name_of(ds)} --type=json "
-                                    "-p '[{\"op\":\"add\",\"path\":\"/spec/template/spec/"
-                                    "tolerations/-\",\"value\":{\"key\":\"" + str(t.get("key"))
-                                    + "\",\"operator\":\"Exists\",\"effect\":\""
-                                    + str(t.get("effect")) + "\"}}]'\n(tolerations:\n" + tol
-                                    + ")")
-                else:
-                    sel = ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get(
-                        "nodeSelector") or {}
-                    pairs = " ".join(f"{k}={v}" for k, v in sel.items()
-                                     if self.lab.get(k) != str(v))
-                    if pairs:
-                        fix_text = f"kubectl label node {self.name} {pairs} --overwrite"
-                        if managed_by_operator(ds):
-                            fix_text += ("\n(the GPU operator sets nvidia.com/gpu.deploy.* "
-                                         "labels on nodes with an NVIDIA PCI device; a value "
-                                         "of false disables the component on purpose)")
-                    else:
-                        fix_text = (f"kubectl -n {ns_of(ds)} edit ds {name_of(ds)}   # make "
-                                    "spec.template.spec.affinity match the node's labels")
-                continue
-            st = ds.get("status") or {}
-            ev.append(f"daemonset {ds_label(ds)} selects this node but has no pod on it "
-                      f"(desired {st.get('desiredNumberScheduled', '?')}, current "
-                      f"{st.get('currentNumberScheduled', '?')}, ready "
-                      f"{st.get('numberReady', '?')})")
-            issues = self.ctx.ds_issues.get((ns_of(ds), name_of(ds)), [])
-            for issue in issues:
-                ev.append(f"cause: {issue.code}: {issue.evidence[0]}")
-                fix_text = fix_text or issue.fix
-            failed = [e for e in self.ctx.reader.events("DaemonSet", name_of(ds), ns_of(ds))
-                      if e.get("reason") == "FailedCreate"]
-            if failed and not issues:
-                ev.append(f"daemonset {ds_label(ds)} FailedCreate: {event_message(failed[-1])}")
-            fix_text = fix_text or (f"kubectl -n {ns_of(ds)} describe ds {name_of(ds)}   # "
-                                    "events say why the pod is not created")
-        self.f.add("DEVICE_PLUGIN_MISSING", CRIT, summary("DEVICE_PLUGIN_MISSING", self.where),
-                   objects=[self.ref, *objects], evidence=ev, fix=fix_text)
 
     def components(self) -> None:
         """validator, gfd, dcgm, dcgm-exporter, nfd, mig-manager: their own failures."""
@@ -455,7 +370,7 @@ class NodeRun:
         cap = self.cap.get(GPU_RESOURCE)
         if self.advertised:
             self.passed.append(CHECK_REGISTRATION)
-            self.partial(cap)
+            partial(self, cap)
             return
         causes = [c for c in self.f.problems() if c != "GPU_NOT_ADVERTISED"]
         causes += [i.code for st in self.plugins
@@ -489,18 +404,6 @@ class NodeRun:
                       "device-plugin DaemonSet off it with a nodeSelector")
         self.add("GPU_NOT_ADVERTISED", ev, severity=sev)
 
-    def partial(self, cap: float | None) -> None:
-        expected = expected_gpu_count(self.node)
-        shared = (self.lab.get("nvidia.com/gpu.replicas", "1") not in ("1", "")
-                  or self.lab.get("nvidia.com/mig.strategy") in ("single", "mixed")
-                  or any(k.endswith(".shared") for k in self.cap))
-        if expected and cap is not None and not shared and cap < expected:
-            self.add("GPU_NOT_ADVERTISED", [
-                f"node {self.name} capacity nvidia.com/gpu: {cap:g} < "
-                f"nvidia.com/gpu.count={expected}",
-                "the device plugin enumerates fewer GPUs than the node has (a GPU fell off "
-                "the bus or failed to initialise)"], severity=WARN)
-
     def plugin_ds_key(self, st: PodState) -> tuple[str, str]:
         ref = owner(st.pod, "DaemonSet") or {}
         return st.namespace, str(ref.get("name", ""))
@@ -510,65 +413,6 @@ class NodeRun:
         cs = ((st.pod.get("spec") or {}).get("containers") or [])
         names = [str(c.get("name")) for c in cs]
         return next((n for n in names if "device-plugin" in n), names[0] if names else None)
-
-    def health(self) -> None:
-        low = [(r, c, self.alloc.get(r, 0.0)) for r, c in self.cap.items()
-               if self.alloc.get(r, 0.0) < c]
-        if not low:
-            if self.advertised:
-                self.passed.append(CHECK_HEALTH)
-            return
-        lines = [f"allocatable {r}: {a:g} < capacity {c:g}" for r, c, a in low]
-        if not self.plugin_ok:
-            # The kubelet marks a plugin's devices unhealthy when the plugin goes away: the
-            # plugin's own problem is the cause.
-            problems = sorted(self.f.problems(), key=code_rank)
-            if problems:
-                self.f.note(problems[0], *lines)
-                return
-        st = next((s for s in self.plugins if s.ready), self.plugins[0] if self.plugins else None)
-        ev = list(lines)
-        if st is not None:
-            text = self.ctx.reader.logs(st.namespace, st.name, self.plugin_container(st))
-            xid = [ln for c, ln in classify_log(text) if c == "GPU_UNHEALTHY"]
-            ev += [f"pod {st.label} log: {ln}" for ln in xid[-_MAX_LOG_EVIDENCE:]]
-        sev = CRIT if all(a == 0 for _, _, a in low) else WARN
-        w = self._where(st, self.plugin_container(st) or "") if st else self.where
-        self.add("GPU_UNHEALTHY", ev, st=st, severity=sev, where=w,
-                 actions=[("restart-device-plugin", self.name)])
-
-    def admission(self) -> None:
-        pods = self.ctx.inv.admission_failed.get(self.name, [])
-        if not pods:
-            self.passed.append(CHECK_ADMISSION)
-            return
-        ev = []
-        for p in pods[:5]:
-            s = p.get("status") or {}
-            ev.append(f"pod {ns_of(p)}/{name_of(p)}: {s.get('reason', '')}: "
-                      f"{s.get('message', '')}".strip())
-        if len(pods) > 5:
-            ev.append(f"... and {len(pods) - 5} more pods")
-        first = pods[0]
-        w = Where(self.name, ns_of(first), name_of(first))
-        self.add("DEVICE_ADMISSION_FAILED", ev, severity=WARN, where=w,
-                 objects=[ObjectRef("Pod", name_of(p), ns_of(p)) for p in pods[:5]],
-                 actions=[("restart-device-plugin", self.name)])
-
-    def workloads(self) -> None:
-        read = 0
-        for pod in self.ctx.inv.failing_gpu_workloads.get(self.name, [])[:20]:
-            st = pod_state(pod, self.ctx.now)
-            found = [x for m in st.messages() for x in sourced(m, "status message")]
-            if not found and read < _MAX_WORKLOAD_LOGS and st.log_containers():
-                read += 1
-                found, _ = self.logs(st)
-            found = [(c, ln) for c, ln in found if c in UPSTREAM]
-            self.log_findings(st, found)
-        if not self.f.has("CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"):
-            self.passed.append(CHECK_WORKLOADS)
-
-    # -- run -------------------------------------------------------------------------------
 
     def run(self) -> NodeChain:
         ready, why = node_ready(self.node)
@@ -582,8 +426,8 @@ class NodeRun:
             self.components()
             self.resolve_waiting()
             self.advertising()
-            self.health()
-            self.workloads()
+            health(self)
+            workloads(self)
             labels_check(self)
             mig_check(self)
             sharing_check(self)
@@ -591,7 +435,7 @@ class NodeRun:
             ev = [f"node {self.name} capacity nvidia.com/gpu: absent",
                   "cause: GPU_HARDWARE_NOT_DETECTED"]
             self.add("GPU_NOT_ADVERTISED", ev)
-        self.admission()
+        admission(self)
         if self.plugin_only:
             for code in self.f.codes:
                 d = self.f.get(code)

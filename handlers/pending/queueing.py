@@ -151,10 +151,8 @@ def _volcano(ctx: PendingContext) -> list[Finding]:
     room, room_lines = _room(ctx, waiting[0] if waiting else ctx.pod)
     placeable = len(running) + min(room, len(waiting))
     short = placeable < min_member
-    if not unsched and not pg_events and not short:
-        return []
     if not short and not unsched:
-        return []
+        return []  # Volcano has not refused the gang and the members fit: nothing to say
     evidence = [f"PodGroup {group}: minMember {min_member}, phase {phase}",
                 f"members: {len(running)} placed, {len(waiting)} waiting"]
     evidence += [f"condition Unschedulable: {c.get('message', '')}" for c in unsched[:1]]

@@ -1,0 +1,102 @@
+"""Scheduler, gang, preemption and autoscaler checks on scenario snapshots."""
+
+from __future__ import annotations
+
+from handlers.model import Finding
+from handlers.pending import queueing
+from tests.pending_ctx import controller_context, pod_context
+
+
+def _codes(findings: list[Finding]) -> list[str]:
+    return [f.code for f in findings]
+
+
+def _one(findings: list[Finding], code: str) -> Finding:
+    found = [f for f in findings if f.code == code]
+    assert len(found) == 1, _codes(findings)
+    return found[0]
+
+
+def _has(f: Finding, *parts: str) -> bool:
+    return any(all(p in e for p in parts) for e in f.evidence)
+
+
+def test_volcano_scheduler_not_running() -> None:
+    ctx = pod_context("scheduler-not-found-volcano", "ml-team", "resnet-volcano-0")
+    found = queueing.check(ctx)
+    f = _one(found, "SCHEDULER_NOT_FOUND")
+    assert _has(f, "spec.schedulerName: volcano")
+    assert _has(f, "volcano-scheduler-5d7f8b9c6-qk8vn", "ImagePullBackOff")
+    # volcano-controllers runs, but it is not the scheduler; the PodGroup has no verdict
+    assert "GANG_INCOMPLETE" not in _codes(found)
+
+
+def test_running_volcano_scheduler_is_found() -> None:
+    ctx = pod_context("gang-incomplete-volcano", "ml-team", "mpi-bert-worker-0")
+    assert "SCHEDULER_NOT_FOUND" not in _codes(queueing.check(ctx))
+
+
+def test_volcano_gang_counts_room_for_members() -> None:
+    ctx = pod_context("gang-incomplete-volcano", "ml-team", "mpi-bert-worker-0")
+    f = _one(queueing.check(ctx), "GANG_INCOMPLETE")
+    assert _has(f, "minMember 4", "phase Inqueue")
+    assert _has(f, "members: 0 placed, 4 waiting")
+    assert _has(f, "node dgx-a100-21: 8 nvidia.com/gpu free -> room for 2")
+    assert _has(f, "node dgx-a100-22: 4 nvidia.com/gpu free -> room for 1")
+    assert _has(f, "node dgx-a100-23: 0 nvidia.com/gpu free -> room for 0")
+    assert _has(f, "placeable now: 3 of minMember 4")
+
+
+def test_kueue_workload_not_admitted() -> None:
+    ctx = controller_context("kueue-workload-not-admitted", "team-a", "Job", "llama-lora")
+    f = _one(queueing.check(ctx), "GANG_INCOMPLETE")
+    assert _has(f, "QuotaReserved=False", "insufficient unused quota for nvidia.com/gpu in "
+                "flavor a100-80gb, 8 more needed")
+    assert _has(f, "spec.suspend: true")
+
+
+def test_preemption_never() -> None:
+    ctx = pod_context("preemption-never-policy", "research", "gemma-pretrain-0")
+    f = _one(queueing.check(ctx), "PREEMPTION_BLOCKED")
+    assert _has(f, "priority 100000", "research-high-nonpreempting", "preemptionPolicy: Never")
+    assert _has(f, "hparam-sweep-0 holds 4 nvidia.com/gpu, priority -10")
+    assert _has(f, "preemption: not eligible due to preemptionPolicy=Never")
+
+
+def test_higher_priority_holders_block() -> None:
+    ctx = pod_context("preemption-lower-priority", "default", "sdxl-batch")
+    f = _one(queueing.check(ctx), "PREEMPTION_BLOCKED")
+    assert _has(f, "priority 0 (no priorityClassName)")
+    assert _has(f, "prod/chat-api-", "holds 2 nvidia.com/gpu, priority 1000000",
+                "production-inference")
+    assert "1000000" in f.summary
+
+
+def test_equal_priority_is_not_a_preemption_problem() -> None:
+    ctx = pod_context("insufficient-gpu-held", "ml-team", "train-0")
+    assert queueing.check(ctx) == []
+
+
+def test_preemption_not_helpful_alone_is_not_blocked() -> None:
+    ctx = pod_context("node-selector-no-such-label", "cv-team", "yolo-train-84d6b5c97-sv7fh")
+    assert "PREEMPTION_BLOCKED" not in _codes(queueing.check(ctx))
+
+
+def test_cluster_autoscaler_max_size() -> None:
+    ctx = pod_context("autoscaler-max-size", "ml-team", "nightly-eval-2q7vz")
+    f = _one(queueing.check(ctx), "AUTOSCALER_NO_SCALE_UP")
+    assert _has(f, "NotTriggerScaleUp", "1 max node group size reached")
+    assert "max node group size reached" in f.summary
+
+
+def test_karpenter_nodepool_limits() -> None:
+    ctx = pod_context("karpenter-nodepool-limit", "inference", "qwen-72b-c5d8f7b69-lq8r2")
+    f = _one(queueing.check(ctx), "AUTOSCALER_NO_SCALE_UP")
+    assert ("NodePool", "gpu") in {(o.kind, o.name) for o in f.objects}
+    assert _has(f, 'exceed limits for nodepool "gpu"')
+    assert "kubectl patch nodepool gpu" in f.fix
+
+
+def test_default_scheduler_pod_without_extras_is_quiet() -> None:
+    ctx = pod_context("pending-no-events-yet", "ml-team", "quick-test")
+    assert queueing.check(ctx) == []
