@@ -54,5 +54,7 @@ def run(reader: Reader, node: str | None = None) -> Diagnosis:
         diag.details["note"] = ("no GPU nodes found: no node advertises nvidia.com/gpu, "
                                 "carries GPU labels or runs a device-plugin pod")
     elif scope and report.nodes[0].row.get("verdict") == "not a GPU node":
-        diag.details["note"] = f"{node} is not a GPU node"
+        diag.details["all_clear"] = False  # nothing in the chain applies to it
+        diag.details["note"] = (f"{node} is not a GPU node: it advertises no nvidia.com/gpu, "
+                                "carries no GPU labels and runs no device-plugin pod")
     return diag.finish()

@@ -61,7 +61,8 @@ _PATTERNS: list[tuple[str, str]] = [
     ("TIMESLICING_CONFIG_INVALID", r"error parsing config file"),
     ("TIMESLICING_CONFIG_INVALID", r"no configuration files available"),
     ("TIMESLICING_CONFIG_INVALID", r"(?i:unable to load config)"),
-    ("TIMESLICING_CONFIG_INVALID", r"volume \"available-configs\" : configmap \"[^\"]+\" not found"),
+    ("TIMESLICING_CONFIG_INVALID",
+     r"volume \"available-configs\" : configmap \"[^\"]+\" not found"),
     # mig-manager / mig-parted.
     ("MIG_CONFIG_FAILED", r"Unable to (?:enable|disable) MIG [Mm]ode"),
     ("MIG_CONFIG_FAILED", r"(?i:error (?:applying|setting) (?:the )?MIG)"),

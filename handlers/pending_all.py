@@ -348,8 +348,7 @@ def _severity_rank(sev: str) -> int:
 
 
 def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LIMIT) -> Diagnosis:
-    scope_text = f"namespace {namespace}" if namespace else "all namespaces"
-    diag = Diagnosis("pending", scope_text)
+    diag = Diagnosis("pending", f"namespace {namespace}" if namespace else "all namespaces")
     diag.check("unbound Pending pods requesting GPUs, grouped by controller")
     diag.check("GPU controllers short of pods with FailedCreate events")
     diag.check("why-pending for one pod (or pod template) per workload")
@@ -399,12 +398,14 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
     diag.details["limit"] = limit
     diag.details["namespace"] = namespace
     diag.details["causes"] = _cause_summary(rows)
+    where = f"namespace {namespace}" if namespace else "any namespace"
     if workloads:
         # Pending workloads are never "all clear", even when every cause is only info.
         diag.details["all_clear"] = False
     else:
         diag.add(Finding(
-            "ALL_CLEAR", Severity.OK, f"No GPU workload is pending in {scope_text}.",
+            "ALL_CLEAR", Severity.OK,
+            f"No GPU workload is pending in {where}.",
             evidence=("unbound Pending pods requesting a GPU: 0",
                       "GPU controllers short of pods with FailedCreate events: 0"),
         ))

@@ -20,9 +20,14 @@ get a ``status.used`` and are marked ``enforced: False``.
 
 ``pending`` is the demand of the namespace's pending GPU workloads for the entry: unbound
 pending pods (already charged to ``used``) plus pods their controllers could not create.
+``details["without_quota"]``: namespaces asking for GPUs under no GPU quota,
+``{namespace, in_use: {resource: n}, pending: {resource: n}}``; ``details["info"]``: lines
+such as "no GPU quota at all".
 
 Findings: ``QUOTA_EXCEEDED`` (warning) where an enforced entry is used up and GPU pods wait
-(pending, or ``FailedCreate`` events saying ``exceeded quota`` for it), and
+on it: pods their controllers could not create, or ``FailedCreate`` events saying
+``exceeded quota`` for it (pods that exist were admitted, so pending pods alone do not
+count: they wait for nodes, not quota), and
 ``QUOTA_REQUESTS_LIMITS_UNEQUAL`` (as why-pending reports it). Nothing else: this is a report.
 """
 
@@ -189,6 +194,18 @@ def _exceeded_events(events: Iterable[Obj], quota: str, key: str) -> list[str]:
     return out
 
 
+def _refused_amount(messages: list[str], key: str) -> float:
+    """What the newest refused pod asked for ``key`` (``requested: key=4``)."""
+    for msg in reversed(messages):
+        m = EXCEEDED_RE.search(msg)
+        if m:
+            for part in m["requested"].split(","):
+                k, _, v = part.partition("=")
+                if k.strip() == key:
+                    return _q(v.strip()) or 0.0
+    return 0.0
+
+
 def _row(quota: Obj, qk: QuotaKey, pods: list[Obj],
          workloads: list[PendingWorkload]) -> dict[str, Any]:
     spec_hard = (quota.get("spec") or {}).get("hard") or {}
@@ -231,7 +248,9 @@ def _exceeded(row: dict[str, Any], events: list[Obj]) -> Finding | None:
         return None
     refused = _exceeded_events(events, row["quota"], row["resource"])
     waiting = row["waiting"]
-    if not waiting and not refused:
+    # Quota admission happens at creation: a pod that exists got past it, so only pods
+    # that could not be created (or refusal events) show that the quota holds work back.
+    if not refused and not any(w["pods_not_created"] for w in waiting):
         return None
     ns, q, key = row["namespace"], row["quota"], row["resource"]
     res = row["counts"] or key
@@ -259,7 +278,7 @@ def _exceeded(row: dict[str, Any], events: list[Obj]) -> Finding | None:
     evidence += refused[-1:]
     objects = [ObjectRef("ResourceQuota", q, ns)]
     objects += [ObjectRef(w["kind"], w["name"], ns) for w in waiting[:HOLDER_LINES]]
-    raise_to = fmt_quantity(max(hard, used) + uncharged)
+    raise_to = fmt_quantity(max(hard, used) + (uncharged or _refused_amount(refused, key)))
     fix = (f"Free quota (stop or scale down a holder: kubectl -n {ns} get pods), or raise it: "
            f"kubectl -n {ns} patch resourcequota {q} --type merge "
            f"-p '{{\"spec\":{{\"hard\":{{\"{key}\":\"{raise_to}\"}}}}}}'")
@@ -272,15 +291,20 @@ def _exceeded(row: dict[str, Any], events: list[Obj]) -> Finding | None:
 
 
 # ------------------------------------------------------------------------------ run
-def _gpu_use(pods: Iterable[Obj]) -> dict[str, dict[str, float]]:
-    """GPU requests of active pods, per namespace and resource."""
-    out: dict[str, dict[str, float]] = {}
+def _without_quota(pods: Iterable[Obj], quoted: set[str]) -> list[dict[str, Any]]:
+    """Namespaces whose pods ask for GPUs under no GPU quota: GPUs held by pods bound
+    to nodes (``in_use``) and asked by pods not bound yet (``pending``)."""
+    out: dict[str, dict[str, Any]] = {}
     for p in pods:
+        if ns_of(p) in quoted:
+            continue
         for k, v in pod_requests(p).items():
             if is_gpu_resource(k) and v > 0:
-                ns = out.setdefault(ns_of(p), {})
-                ns[k] = ns.get(k, 0.0) + v
-    return out
+                row = out.setdefault(ns_of(p), {"namespace": ns_of(p), "in_use": {},
+                                                "pending": {}})
+                part = row["in_use"] if (p.get("spec") or {}).get("nodeName") else row["pending"]
+                part[k] = part.get(k, 0.0) + v
+    return [out[ns] for ns in sorted(out)]
 
 
 def run(reader: Reader, namespace: str | None = None) -> Diagnosis:
@@ -327,9 +351,7 @@ def run(reader: Reader, namespace: str | None = None) -> Diagnosis:
 
     quoted = {ns_of(q) for q, _ in gpu_quotas}
     diag.details["rows"] = rows
-    diag.details["without_quota"] = [
-        {"namespace": ns, "resources": dict(sorted(use.items()))}
-        for ns, use in sorted(_gpu_use(pods).items()) if ns not in quoted]
+    diag.details["without_quota"] = _without_quota(pods, quoted)
     info: list[str] = []
     if not gpu_quotas and reader.readable("ResourceQuota"):
         where = f"namespace {namespace}" if namespace else "any namespace"

@@ -37,6 +37,7 @@ MUST_BE_CAPTURED = {
     "LimitRange": "limitranges",
     "RuntimeClass": "runtimeclasses",
     "PriorityClass": "priorityclasses",
+    "ConfigMap": "configmaps",
 }
 
 

@@ -148,8 +148,7 @@ def find_sharing_config(reader: Reader, cluster_policies: list[Obj], plugin_ds: 
             cfg.configmap = reader.get("ConfigMap", cfg.name, cfg.namespace)
         _parse(cfg)
         return cfg
-    kinds = getattr(reader.view, "kinds", None)
-    if not operator_ns or (isinstance(kinds, frozenset | set) and "ConfigMap" not in kinds):
+    if not operator_ns:
         return None
     for cm in reader.list("ConfigMap", operator_ns):
         values = (cm.get("data") or {}).values()
