@@ -9,7 +9,7 @@ from typing import Any
 import yaml
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
-COMMANDS = ("why-pending", "doctor", "nodes")
+COMMANDS = ("why-pending", "doctor", "nodes", "pending", "quota")
 
 
 @dataclass

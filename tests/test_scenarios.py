@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bot.snapshot import load_snapshot
-from handlers import doctor, nodes, why_pending
+from handlers import doctor, nodes, pending_all, quota, why_pending
 from handlers.codes import CODES
 from handlers.model import Diagnosis
 from handlers.view import Reader
@@ -21,6 +21,10 @@ def run_scenario(s: Scenario) -> Diagnosis:
         return why_pending.run(reader, s.target, s.namespace)
     if s.command == "doctor":
         return doctor.run(reader, s.node)
+    if s.command == "pending":
+        return pending_all.run(reader, s.namespace)
+    if s.command == "quota":
+        return quota.run(reader, s.namespace)
     return nodes.run(reader)
 
 

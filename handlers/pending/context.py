@@ -7,7 +7,19 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from handlers.gpu import GPU_RESOURCE, is_gpu_resource
+from handlers.kube.resources import pod_requests
+from handlers.scheduler.filters import NodeFit, simulate
 from handlers.view import Obj, Reader
+
+
+def main_gpu_request(pod: Obj) -> tuple[str | None, float]:
+    """The GPU resource a pod asks for (nvidia.com/gpu first) and how many."""
+    req = {r: v for r, v in pod_requests(pod).items() if is_gpu_resource(r) and v > 0}
+    if not req:
+        return None, 0.0
+    res = GPU_RESOURCE if GPU_RESOURCE in req else sorted(req)[0]
+    return res, req[res]
 
 
 @dataclass
@@ -47,6 +59,20 @@ class PendingContext:
             if node:
                 out[node].append(p)
         return dict(out)
+
+    @cached_property
+    def gpu_request(self) -> tuple[str | None, float]:
+        return main_gpu_request(self.pod)
+
+    @cached_property
+    def node_fits(self) -> list[NodeFit]:
+        """Every node through the scheduler's filters, once per diagnosis."""
+        has_pvc = any("persistentVolumeClaim" in v
+                      for v in self.pod.get("spec", {}).get("volumes") or [])
+        pvcs = self.reader.list("PersistentVolumeClaim", self.namespace) if has_pvc else []
+        pvs = self.reader.list("PersistentVolume") if pvcs else []
+        return simulate(self.pod, self.nodes, self.pods_by_node, pvcs=pvcs, pvs=pvs,
+                        gpu_resource=self.gpu_request[0])
 
     @property
     def pod_name(self) -> str:

@@ -22,15 +22,13 @@ from handlers.gpu import (
     gpu_product,
     is_device_plugin_pod,
     is_gpu_node,
-    is_gpu_resource,
     labels,
     name_of,
 )
 from handlers.kube.quantity import fmt_quantity, parse_quantity
-from handlers.kube.resources import pod_requests
 from handlers.model import Finding, NodeVerdict, ObjectRef, Severity
 from handlers.pending.context import PendingContext
-from handlers.scheduler.filters import NodeFit, Rejection, simulate
+from handlers.scheduler.filters import NodeFit, Rejection
 from handlers.scheduler.messages import SchedulingMessage, parse_scheduling_message
 from handlers.view import Obj
 
@@ -96,14 +94,6 @@ def _pod_ref(ctx: PendingContext) -> ObjectRef:
     return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
 
 
-def _main_gpu_resource(requests: dict[str, float]) -> tuple[str | None, float]:
-    gpus = {r: v for r, v in requests.items() if is_gpu_resource(r) and v > 0}
-    if not gpus:
-        return None, 0.0
-    r = GPU_RESOURCE if GPU_RESOURCE in gpus else sorted(gpus)[0]
-    return r, gpus[r]
-
-
 def _holders_text(fit: NodeFit, limit: int = 4) -> str:
     hs = sorted(fit.holders, key=lambda h: -h[1])
     text = ", ".join(f"{p} ({g:g})" for p, g in hs[:limit])
@@ -121,20 +111,12 @@ def latest_failed_scheduling(events: Iterable[Obj]) -> tuple[Obj, SchedulingMess
 
 
 def run_placement(ctx: PendingContext) -> Placement:
-    req = pod_requests(ctx.pod)
-    resource, need = _main_gpu_resource(req)
-    pvcs = ctx.reader.list("PersistentVolumeClaim", ctx.namespace) if _has_pvc(ctx.pod) else []
-    pvs = ctx.reader.list("PersistentVolume") if pvcs else []
-    fits = simulate(ctx.pod, ctx.nodes, ctx.pods_by_node, pvcs=pvcs, pvs=pvs,
-                    gpu_resource=resource)
+    resource, need = ctx.gpu_request
     plugin_nodes = {p.get("spec", {}).get("nodeName", "") for p in ctx.active_pods
                     if is_device_plugin_pod(p)}
     gpu_nodes = {name_of(n) for n in ctx.nodes if is_gpu_node(n, plugin_nodes)}
-    return Placement(fits, resource, need, gpu_nodes, {name_of(n): n for n in ctx.nodes})
-
-
-def _has_pvc(pod: Obj) -> bool:
-    return any("persistentVolumeClaim" in v for v in pod.get("spec", {}).get("volumes") or [])
+    return Placement(ctx.node_fits, resource, need, gpu_nodes,
+                     {name_of(n): n for n in ctx.nodes})
 
 
 def verdicts(p: Placement) -> list[NodeVerdict]:

@@ -16,11 +16,11 @@ import math
 import re
 from collections.abc import Callable, Iterable
 
-from handlers.gpu import is_gpu_resource, labels, name_of, ns_of
+from handlers.gpu import labels, name_of, ns_of
 from handlers.kube.quantity import fmt_quantity
 from handlers.kube.resources import pod_requests
 from handlers.model import Finding, ObjectRef, Severity
-from handlers.pending.context import PendingContext
+from handlers.pending.context import PendingContext, main_gpu_request
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.scheduler.messages import parse_scheduling_message
 from handlers.view import Obj
@@ -61,14 +61,6 @@ def _ready(pod: Obj) -> bool:
         return False
     statuses = st.get("containerStatuses") or []
     return all(c.get("ready") for c in statuses)
-
-
-def _gpu_need(pod: Obj) -> tuple[str | None, float]:
-    req = {r: v for r, v in pod_requests(pod).items() if is_gpu_resource(r) and v > 0}
-    if not req:
-        return None, 0.0
-    res = "nvidia.com/gpu" if "nvidia.com/gpu" in req else sorted(req)[0]
-    return res, req[res]
 
 
 # ------------------------------------------------------------------------ scheduler
@@ -176,7 +168,7 @@ def _room(ctx: PendingContext, member: Obj) -> tuple[int, list[str]]:
     need = {r: v for r, v in pod_requests(member).items() if v > 0}
     if not need or not ctx.nodes:
         return 0, []
-    gres, gneed = _gpu_need(member)
+    gres, gneed = main_gpu_request(member)
     fits = simulate(member, ctx.nodes, ctx.pods_by_node, gpu_resource=gres)
     total = 0
     lines = []
@@ -256,11 +248,11 @@ def _priority_of(ctx: PendingContext, pod: Obj) -> tuple[int, str, str]:
 
 
 def check_preemption(ctx: PendingContext) -> list[Finding]:
-    gres, need = _gpu_need(ctx.pod)
+    gres, need = main_gpu_request(ctx.pod)
     if not gres or not ctx.nodes or (ctx.pod.get("spec") or {}).get("nodeName"):
         return []
     prio, cls, policy = _priority_of(ctx, ctx.pod)
-    fits = simulate(ctx.pod, ctx.nodes, ctx.pods_by_node, gpu_resource=gres)
+    fits = ctx.node_fits
     if any(f.fits for f in fits):
         return []
     blocked = [f for f in fits if f.feasible and f.allocatable.get(gres, 0.0) >= need
