@@ -39,7 +39,6 @@ from handlers.errors import GpubotError
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.resources import pod_requests
 from handlers.model import Diagnosis, Finding, Severity
-from handlers.pending.context import PendingContext
 from handlers.view import Obj, Reader
 
 DEFAULT_LIMIT = 50
@@ -180,30 +179,13 @@ class _Scope:
                    and any(_owns(o, p, str(o.get("kind") or "ReplicaSet")) for o in owners))
 
 
-def _desired(controller: Obj, *, suspended_too: bool = False) -> int:
-    spec = controller.get("spec") or {}
-    kind = controller.get("kind")
-    if kind == "Job":
-        if spec.get("suspend") and not suspended_too:
-            return 0
-        for c in (controller.get("status") or {}).get("conditions") or []:
-            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
-                return 0
-        want = int(spec.get("parallelism", 1) or 0)
-        if spec.get("completions") is not None:
-            done = int((controller.get("status") or {}).get("succeeded") or 0)
-            want = min(want, max(int(spec["completions"]) - done, 0))
-        return want
-    replicas = spec.get("replicas")
-    return 1 if replicas is None else int(replicas)
-
-
 def _event_time(e: Obj) -> str:
     return str(e.get("firstTimestamp") or e.get("eventTime") or e.get("lastTimestamp") or "")
 
 
 def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWorkload]:
     """Every pending GPU workload in ``namespace`` (None: all), undiagnosed, in no order."""
+    namespace = namespace or None
     scope = _Scope(reader, namespace)
     groups: dict[tuple[str, str, str], PendingWorkload] = {}
     for pod in scope.pods:
@@ -216,6 +198,8 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
             groups[key] = PendingWorkload(owner[0], owner[1], ns)
         groups[key].pods.append(pod)
 
+    if not reader.readable("Pod"):
+        return list(groups.values())  # without pods, no controller can be called short
     events = reader.list("Event", namespace, field_selector=FAILED_CREATE)
     by_controller: dict[tuple[str, str, str], list[Obj]] = {}
     for e in events:
@@ -236,17 +220,17 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
         ctrl = scope.controller(kind, name, ns)
         if ctrl is None:
             continue
-        template = why_pending._template_pod(ctrl, ns)
+        template = why_pending.template_pod(ctrl, ns)
         if not gpu_requests(template):
             continue
         active = scope.active_pods_of(ctrl)
-        missing = _desired(ctrl) - active
+        missing = why_pending.desired_pods(ctrl) - active
         if missing <= 0:
             continue
         w = groups.setdefault((ns, kind, name), PendingWorkload(kind, name, ns))
         w.controller, w.active, w.template = ctrl, active, template
-        # Pods that exist but are pending are counted already; the rest were never created.
-        w.not_created = max(missing, 0)
+        # Pods that exist but are pending are counted in `active`: the rest were never created.
+        w.not_created = missing
         w.failed_create = sorted(evs, key=_event_time)
 
     for job in reader.list("Job", namespace):
@@ -255,11 +239,11 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
             continue
         job.setdefault("kind", "Job")
         ns = ns_of(job)
-        template = why_pending._template_pod(job, ns)
+        template = why_pending.template_pod(job, ns)
         if not gpu_requests(template):
             continue
         active = scope.active_pods_of(job)
-        missing = _desired(job, suspended_too=True) - active
+        missing = why_pending.desired_pods(job, suspended_too=True) - active
         if missing <= 0:
             continue
         w = groups.setdefault((ns, "Job", name_of(job)), PendingWorkload("Job", name_of(job), ns))
@@ -296,26 +280,12 @@ def _drilldown(w: PendingWorkload) -> str:
     return f"gpubot why-pending {w.workload} -n {w.namespace}"
 
 
-def _diagnose_template(reader: Reader, w: PendingWorkload) -> Diagnosis:
-    """why-pending on the controller's pod template, for a controller that has running
-    pods but cannot create the rest (why-pending on the controller would pick a running
-    pod and say it is not pending)."""
-    assert w.controller is not None and w.template is not None
-    diag = Diagnosis("why-pending", f"{w.kind.lower()}/{w.namespace}/{w.name}")
-    ctx = PendingContext(reader, w.template, False, w.namespace, w.controller)
-    ctx.controller_events = why_pending._controller_events(reader, w.controller, w.namespace)
-    why_pending._diagnose_unbound(ctx, diag)
-    return diag.finish()
-
-
 def diagnose(reader: Reader, w: PendingWorkload) -> Diagnosis:
     """why-pending for one representative of the workload."""
     if w.pods:
         pod = sorted(w.pods, key=name_of)[0]
         return why_pending.run(reader, f"pod/{w.namespace}/{name_of(pod)}")
-    if w.active == 0:
-        return why_pending.run(reader, f"{w.kind.lower()}/{w.namespace}/{w.name}")
-    return _diagnose_template(reader, w)
+    return why_pending.run(reader, f"{w.kind.lower()}/{w.namespace}/{w.name}")
 
 
 def root_cause(diag: Diagnosis) -> Finding | None:
@@ -348,6 +318,7 @@ def _severity_rank(sev: str) -> int:
 
 
 def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LIMIT) -> Diagnosis:
+    namespace = namespace or None  # "" means every namespace, as None does
     diag = Diagnosis("pending", f"namespace {namespace}" if namespace else "all namespaces")
     diag.check("unbound Pending pods requesting GPUs, grouped by controller")
     diag.check("GPU controllers short of pods with FailedCreate events")
@@ -366,15 +337,11 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
         row = _row(w, now)
         try:
             found = root_cause(diagnose(reader, w))
-        except GpubotError as err:
-            found = None
-            row["cause"] = f"could not diagnose: {err}"
-            diag.unchecked.append(f"why-pending {w.namespace}/{w.workload}: {err}")
         except Exception as err:  # one broken diagnosis must not sink the whole report
             found = None
-            row["cause"] = f"could not diagnose: {type(err).__name__}: {err}"
-            diag.unchecked.append(f"why-pending {w.namespace}/{w.workload} failed: "
-                                  f"{type(err).__name__}: {err}")
+            why = str(err) if isinstance(err, GpubotError) else f"{type(err).__name__}: {err}"
+            row["cause"] = f"could not diagnose: {why}"
+            diag.unchecked.append(f"why-pending {w.namespace}/{w.workload}: {why}")
         if found is not None:
             row.update(code=found.code, severity=str(found.severity), cause=found.summary,
                        fix=found.fix)
@@ -399,8 +366,9 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
     diag.details["namespace"] = namespace
     diag.details["causes"] = _cause_summary(rows)
     where = f"namespace {namespace}" if namespace else "any namespace"
-    if workloads:
-        # Pending workloads are never "all clear", even when every cause is only info.
+    if workloads or not all(reader.readable(k) for k in ("Pod", "Event", "Job")):
+        # Pending workloads are never "all clear", even when every cause is only info; and
+        # nothing found in lists that could not be read proves nothing.
         diag.details["all_clear"] = False
     else:
         diag.add(Finding(

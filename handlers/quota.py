@@ -206,28 +206,30 @@ def _refused_amount(messages: list[str], key: str) -> float:
     return 0.0
 
 
-def _row(quota: Obj, qk: QuotaKey, pods: list[Obj],
+def _row(quota: Obj, qk: QuotaKey, pods: list[Obj] | None,
          workloads: list[PendingWorkload]) -> dict[str, Any]:
+    """One report row; ``pods`` None when the pods could not be read."""
     spec_hard = (quota.get("spec") or {}).get("hard") or {}
     status = quota.get("status") or {}
     hard = _q(spec_hard.get(qk.key, (status.get("hard") or {}).get(qk.key)))
     used_map = status.get("used")
-    holders = _holders(pods, quota, qk) if qk.resource else []
+    holders = _holders(pods, quota, qk) if qk.resource and pods is not None else []
     computed = sum((h["count"] for h in holders), 0.0)
     notes: list[str] = []
     status_used = _q(used_map.get(qk.key)) if isinstance(used_map, dict) else None
     if status_used is not None:
         used: float | None = status_used
         source = "status"
-        if qk.resource and computed != status_used:
+        if qk.resource and pods is not None and computed != status_used:
             notes.append(f"status.used says {fmt_quantity(status_used)}, the pods in scope "
-                         f"hold {fmt_quantity(computed)} (the quota controller lags)")
-    elif qk.resource:
+                         f"hold {fmt_quantity(computed)} (status behind, or pods terminating)")
+    elif qk.resource and pods is not None:
         used, source = computed, "pods"
         notes.append("status.used has no entry: used computed from the pods")
     else:
         used, source = None, "unknown"
-        notes.append("status.used has no entry and pods do not show this usage")
+        notes.append("status.used has no entry, and the pods do not show this usage"
+                     if pods is not None else "status.used has no entry; pods unreadable")
     if not qk.enforced:
         notes.append(f"not enforced: the API server only enforces requests.{qk.resource} "
                      "for extended resources")
@@ -308,6 +310,7 @@ def _without_quota(pods: Iterable[Obj], quoted: set[str]) -> list[dict[str, Any]
 
 
 def run(reader: Reader, namespace: str | None = None) -> Diagnosis:
+    namespace = namespace or None  # "" means every namespace, as None does
     scope_text = f"namespace {namespace}" if namespace else "all namespaces"
     diag = Diagnosis("quota", scope_text)
     diag.check("ResourceQuota GPU entries: used/hard, holders, pending demand")
@@ -325,6 +328,7 @@ def run(reader: Reader, namespace: str | None = None) -> Diagnosis:
 
     pods = [p for p in reader.list("Pod", field_selector=ACTIVE_PODS)
             if namespace is None or ns_of(p) == namespace]
+    pods_known = reader.readable("Pod")
     by_ns: dict[str, list[Obj]] = {}
     for p in pods:
         by_ns.setdefault(ns_of(p), []).append(p)
@@ -339,7 +343,8 @@ def run(reader: Reader, namespace: str | None = None) -> Diagnosis:
         for q, keys in gpu_quotas:
             ns = ns_of(q)
             for qk in keys:
-                row = _row(q, qk, by_ns.get(ns, []), workloads.get(ns, []))
+                row = _row(q, qk, by_ns.get(ns, []) if pods_known else None,
+                           workloads.get(ns, []))
                 rows.append(row)
                 found = _exceeded(row, events.get(ns, []))
                 if found is not None:

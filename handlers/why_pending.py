@@ -141,7 +141,7 @@ def _owner(reader: Reader, pod: Obj) -> Obj | None:
     return None
 
 
-def _template_pod(controller: Obj, namespace: str) -> Obj:
+def template_pod(controller: Obj, namespace: str) -> Obj:
     tmpl = (controller.get("spec") or {}).get("template") or {}
     meta = dict(tmpl.get("metadata") or {})
     meta.setdefault("name", f"{name_of(controller)}-<not created>")
@@ -170,17 +170,41 @@ def _is_pending(pod: Obj) -> bool:
     return bool(pod.get("status", {}).get("phase", "Pending") == "Pending")
 
 
-def _pick_pod(pods: list[Obj]) -> Obj | None:
+def desired_pods(controller: Obj, *, suspended_too: bool = False) -> int:
+    """How many pods the controller wants running now."""
+    spec = controller.get("spec") or {}
+    if controller.get("kind") == "Job":
+        if spec.get("suspend") and not suspended_too:
+            return 0
+        for c in (controller.get("status") or {}).get("conditions") or []:
+            if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+                return 0
+        want = int(spec.get("parallelism", 1) or 0)
+        if spec.get("completions") is not None:
+            done = int((controller.get("status") or {}).get("succeeded") or 0)
+            want = min(want, max(int(spec["completions"]) - done, 0))
+        return want
+    replicas = spec.get("replicas")
+    return 1 if replicas is None else int(replicas)
+
+
+def _pick_pod(controller: Obj, pods: list[Obj]) -> Obj | None:
+    """The pod to diagnose: a pending one; None when pods are missing (the controller
+    cannot create them: diagnose its template); else a running one."""
     pending = [p for p in pods if _is_pending(p)]
-    pool = pending or pods
-    return sorted(pool, key=name_of)[0] if pool else None
+    if pending:
+        return sorted(pending, key=name_of)[0]
+    active = [p for p in pods if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
+    if len(active) < desired_pods(controller, suspended_too=True) or not pods:
+        return None
+    return sorted(pods, key=name_of)[0]
 
 
 def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
     t = parse_target(target, namespace)
     pod, controller, pods = _resolve(reader, t)
-    if pod is None:
-        pod = _pick_pod(pods)
+    if pod is None and controller is not None:
+        pod = _pick_pod(controller, pods)
     diag = Diagnosis("why-pending", str(t))
     ns = t.namespace
     if pod is not None:
@@ -192,7 +216,7 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
                 "total": len(pods), "pending": sum(_is_pending(p) for p in pods)}
     else:
         assert controller is not None
-        ctx = PendingContext(reader, _template_pod(controller, ns), False, ns, controller)
+        ctx = PendingContext(reader, template_pod(controller, ns), False, ns, controller)
         diag.details["pod"] = None
     ctx.controller_events = _controller_events(reader, controller, ns)
     diag.details["requests"] = placement.resource_summary(pod_requests(ctx.pod))

@@ -147,7 +147,7 @@ def check(ctx: PendingContext) -> tuple[list[Finding], Placement]:
         return [], p  # no GPU node at all: UNKNOWN_GPU_RESOURCE / autoscaler speak to it
     out: list[Finding] = []
     feasible = [f for f in pool if not _targeting_rejections(f)]
-    out += _targeting_findings(ctx, p, pool, feasible, ref)
+    out += _targeting_findings(ctx, pool, ref)
     usable = [f for f in feasible if not _lifecycle(f)]
     out += _lifecycle_findings(p, feasible, usable, ref)
     # A volume that pins the pod away from free GPUs is the cause; "insufficient" on the
@@ -202,25 +202,31 @@ def _attach_event(findings: list[Finding], last: tuple[Obj, SchedulingMessage]) 
     return findings
 
 
-def _targeting_findings(ctx: PendingContext, p: Placement, pool: list[NodeFit],
-                        feasible: list[NodeFit], ref: ObjectRef) -> list[Finding]:
-    """A targeting filter is reported when it left no feasible node, or when it excluded
-    nodes that would otherwise have taken the pod (its GPUs are free there)."""
-    by_filter: dict[str, list[tuple[NodeFit, Rejection]]] = {}
-    for f in pool:
-        r = _first_targeting(f)
-        if r is not None:
-            by_filter.setdefault(r.filter, []).append((f, r))
+def _targeting_findings(ctx: PendingContext, pool: list[NodeFit],
+                        ref: ObjectRef) -> list[Finding]:
+    """Narrow the nodes filter by filter, in the scheduler's order. The filter that
+    removes the last candidates is the cause; a later filter is never blamed for nodes an
+    earlier one already excluded. A filter that leaves candidates is still reported when
+    the nodes it excluded have the GPUs free (except the pod's own selector: that is
+    intent, not a cause)."""
     out = []
-    for flt, items in sorted(by_filter.items(), key=lambda kv: TARGETING.index(kv[0])):
-        would_fit = [f for f, _ in items if not _lifecycle(f) and not _resource_rejections(f)]
-        if feasible and (not would_fit or flt in ("NodeAffinity", "NodeName")):
-            # Where the pod has somewhere to go, its own selector is intent, not a cause.
+    survivors = pool
+    for flt in TARGETING:
+        items = [(f, r) for f in survivors for r in _targeting_rejections(f) if r.filter == flt]
+        if not items:
+            continue
+        rejected = {f.node for f, _ in items}
+        # One rejection per node is enough evidence.
+        items = list({f.node: (f, r) for f, r in reversed(items)}.values())[::-1]
+        survivors = [f for f in survivors if f.node not in rejected]
+        would_fit = [f for f, _ in items if not _lifecycle(f) and not _resource_rejections(f)
+                     and not [r for r in _targeting_rejections(f) if r.filter != flt]]
+        if survivors and (not would_fit or flt in ("NodeAffinity", "NodeName")):
             continue
         if flt == "NodeAffinity" and all(r.label == GPU_MEMORY_LABEL for _, r in items):
             out.append(_memory_selector_finding(items, ref))
             continue
-        sev = Severity.CRITICAL if not feasible or flt == "VolumeNodeAffinity" \
+        sev = Severity.CRITICAL if not survivors or flt == "VolumeNodeAffinity" \
             else Severity.WARNING
         out.append(_targeting_finding(ctx, flt, items, sev, ref, would_fit))
     return out
