@@ -1,0 +1,476 @@
+"""``WatchCache``: a list+watch mirror of a few kinds, for the long-running bot.
+
+Per kind, one thread: list (paged), then watch from the list's resourceVersion (raw JSON
+lines, ``allowWatchBookmarks``, ``timeoutSeconds``), applying ADDED / MODIFIED / DELETED.
+
+- the server ends a watch after ``timeoutSeconds``: watch again from the last
+  resourceVersion seen (bookmarks keep it fresh), no re-list;
+- 410 Gone (on the request or as an ERROR event): re-list at once;
+- any other ERROR event, a dropped connection, a timeout: re-list after a backoff
+  (exponential with jitter, ``backoff``..``max_backoff``). A kind stays served from the
+  cache while a re-list is pending; a failed re-list marks it not synced, and ``LiveView``
+  reads it from the server again (where the failure surfaces as a ``ViewError``).
+- a kind whose API is not served (a CRD that is not installed) is synced and empty, and
+  listed again every ``missing_retry`` seconds.
+
+Memory: objects are stored without ``metadata.managedFields`` and without the
+``kubectl.kubernetes.io/last-applied-configuration`` annotation; Events keep only the newest
+``max_events`` (by arrival; a re-list keeps the newest by event time). ``stats()`` reports
+objects and JSON bytes per kind; Python dicts take several times the JSON size in memory.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import logging
+import random
+import socket
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import urllib3
+
+from bot.snapshot.events import event_time, involved_key
+from handlers.kube.selectors import (
+    match_fields,
+    match_labels,
+    parse_field_selector,
+    parse_label_selector,
+)
+from handlers.view import Obj
+
+from .errors import Op
+from .kinds import KindInfo, kind_info
+from .objects import prepare, strip_for_cache
+from .transport import Response, RetryPolicy, Transport, gc_paused
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KINDS = ("Node", "Pod", "Event", "DaemonSet", "ResourceQuota", "LimitRange")
+
+_Key = tuple[str, str]  # (namespace or "", name)
+
+
+_IndexFn = Callable[[_Key, Obj], Hashable | None]
+
+
+def _index_fns(info: KindInfo) -> dict[str, _IndexFn]:
+    """Secondary indexes: what a diagnosis narrows by (a namespace, a node's pods, an
+    object's events), so a warm read does not scan every object of the kind."""
+    fns: dict[str, _IndexFn] = {}
+    if info.namespaced:
+        fns["namespace"] = lambda k, o: k[0]
+    if info.kind == "Pod":
+        fns["node"] = lambda k, o: str((o.get("spec") or {}).get("nodeName") or "")
+    if info.kind == "Event":
+        fns["about"] = lambda k, o: (about[:2] if (about := involved_key(o)) else None)
+    return fns
+
+
+@dataclass
+class _Store:
+    info: KindInfo
+    max_objects: int | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    objects: dict[_Key, Obj] = field(default_factory=dict)
+    sizes: dict[_Key, int] = field(default_factory=dict)
+    nbytes: int = 0
+    synced: bool = False
+    missing: bool = False
+    resource_version: str = ""
+    lists: int = 0
+    watches: int = 0
+    changes: int = 0
+    evicted: int = 0
+    errors: int = 0
+    last_error: str | None = None
+    fns: dict[str, _IndexFn] = field(init=False)
+    # index name -> value -> keys (a dict as an ordered set)
+    indexes: dict[str, dict[Hashable, dict[_Key, None]]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.fns = _index_fns(self.info)
+        self.indexes = {name: {} for name in self.fns}
+
+    def key(self, obj: Obj) -> _Key:
+        meta = obj.get("metadata") or {}
+        ns = str(meta.get("namespace") or "") if self.info.namespaced else ""
+        return ns, str(meta.get("name") or "")
+
+    def lookup(self, index: str, value: Hashable) -> builtins.list[Obj]:
+        """Objects whose ``index`` value is ``value``; call with the lock held."""
+        keys = self.indexes[index].get(value, {})
+        return [self.objects[k] for k in keys]
+
+    def replace(self, items: builtins.list[Obj], version: str) -> None:
+        if self.max_objects is not None and len(items) > self.max_objects:
+            items.sort(key=event_time)
+            dropped = len(items) - self.max_objects
+            items = items[dropped:]
+        else:
+            dropped = 0
+        sized = [(self.key(o), o, _size(o)) for o in items]
+        with self.lock:
+            self.objects = {k: o for k, o, _ in sized}
+            self.sizes = {k: n for k, _, n in sized}
+            self.nbytes = sum(self.sizes.values())
+            self.evicted += dropped
+            self.indexes = {name: {} for name in self.fns}
+            for k, o, _ in sized:
+                self._index(k, o)
+            self.resource_version = version
+            self.synced = True
+            self.lists += 1
+
+    def put(self, obj: Obj) -> None:
+        k, n = self.key(obj), _size(obj)
+        with self.lock:
+            self._remove(k)  # re-inserted at the end: dict order is arrival order
+            self.objects[k] = obj
+            self.sizes[k] = n
+            self.nbytes += n
+            self._index(k, obj)
+            if self.max_objects is not None:
+                while len(self.objects) > self.max_objects:
+                    self._remove(next(iter(self.objects)))
+                    self.evicted += 1
+            self.changes += 1
+
+    def delete(self, obj: Obj) -> None:
+        with self.lock:
+            self._remove(self.key(obj))
+            self.changes += 1
+
+    def _remove(self, k: _Key) -> None:
+        old = self.objects.pop(k, None)
+        if old is None:
+            return
+        self.nbytes -= self.sizes.pop(k, 0)
+        for name, fn in self.fns.items():
+            value = fn(k, old)
+            keys = self.indexes[name].get(value) if value is not None else None
+            if keys is not None:
+                keys.pop(k, None)
+                if not keys:
+                    del self.indexes[name][value]
+
+    def _index(self, k: _Key, obj: Obj) -> None:
+        for name, fn in self.fns.items():
+            value = fn(k, obj)
+            if value is not None:
+                self.indexes[name].setdefault(value, {})[k] = None
+
+
+class WatchCache:
+    """Kinds kept current by list+watch; reads are local once a kind is synced."""
+
+    def __init__(
+        self,
+        api_client: Any,
+        kinds: Iterable[str] = DEFAULT_KINDS,
+        *,
+        timeout: float = 10.0,
+        watch_timeout: int = 300,
+        max_events: int = 50_000,
+        page_size: int = 500,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        missing_retry: float = 300.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.transport = Transport(api_client, timeout=timeout, retry=retry, unreachable_ttl=0)
+        self.watch_timeout = watch_timeout
+        self.page_size = page_size
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.missing_retry = missing_retry
+        self._stores = {
+            k: _Store(kind_info(k), max_events if k == "Event" else None)
+            for k in dict.fromkeys(kinds)
+        }
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._streams: dict[str, urllib3.BaseHTTPResponse] = {}
+        self._streams_lock = threading.Lock()
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(self._stores)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._threads:
+            return
+        self._stop.clear()
+        for kind, store in self._stores.items():
+            thread = threading.Thread(target=self._run, args=(store,), daemon=True,
+                                      name=f"gpubot-watch-{kind}")
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop every watch (open streams are shut down) and wait for the threads."""
+        self._stop.set()
+        with self._streams_lock:
+            streams = builtins.list(self._streams.values())
+        for resp in streams:
+            _interrupt(resp)
+        deadline = time.monotonic() + timeout
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+    def __enter__(self) -> WatchCache:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def synced(self, kind: str) -> bool:
+        store = self._stores.get(kind)
+        return store is not None and store.synced
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        """True once every kind has been listed; False if ``timeout`` passed first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not all(s.synced for s in self._stores.values()):
+            if deadline is not None and time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+        return True
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def list(
+        self, kind: str, namespace: str | None = None, *, label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> builtins.list[Obj]:
+        """Like ``ClusterView.list``. Raises ``SelectorError`` for a selector the local
+        matcher does not support (``LiveView`` then asks the server)."""
+        store = self._stores[kind]
+        if label_selector:
+            parse_label_selector(label_selector)
+        fields = parse_field_selector(field_selector) if field_selector else ()
+        wanted = {key: value for key, op, value in fields if op == "="}
+        ns = namespace if store.info.namespaced else None
+        with store.lock:
+            if "spec.nodeName" in wanted and "node" in store.indexes:
+                objs = store.lookup("node", wanted["spec.nodeName"])
+                if ns is not None:
+                    objs = [o for o in objs if o["metadata"].get("namespace") == ns]
+            elif ns is not None:
+                objs = store.lookup("namespace", ns)
+            else:
+                objs = builtins.list(store.objects.values())
+        if label_selector:
+            objs = [o for o in objs
+                    if match_labels(label_selector, (o.get("metadata") or {}).get("labels"))]
+        if field_selector:
+            objs = [o for o in objs if match_fields(field_selector, o)]
+        return objs
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        store = self._stores[kind]
+        ns = (namespace or "") if store.info.namespaced else ""
+        with store.lock:
+            return store.objects.get((ns, name))
+
+    def events(self, kind: str, name: str, namespace: str | None = None) -> builtins.list[Obj]:
+        """Events about one object, oldest first; ``namespace=None`` matches any."""
+        store = self._stores["Event"]
+        with store.lock:
+            found = store.lookup("about", (kind, name))
+        if namespace is not None:
+            found = [e for e in found if (involved_key(e) or ("", "", ""))[2] == namespace]
+        return sorted(found, key=event_time)
+
+    def stats(self) -> dict[str, Any]:
+        """Objects and approximate JSON bytes per kind (and in all), sync state, counters."""
+        kinds: dict[str, Any] = {}
+        for kind, s in self._stores.items():
+            with s.lock:
+                kinds[kind] = {
+                    "objects": len(s.objects), "bytes": s.nbytes, "synced": s.synced,
+                    "missing": s.missing, "resourceVersion": s.resource_version,
+                    "lists": s.lists, "watches": s.watches, "changes": s.changes,
+                    "evicted": s.evicted, "errors": s.errors, "last_error": s.last_error,
+                }
+        return {
+            "objects": sum(k["objects"] for k in kinds.values()),
+            "bytes": sum(k["bytes"] for k in kinds.values()),
+            "kinds": kinds,
+            "requests": self.transport.stats(),
+        }
+
+    # -- the watch loop -----------------------------------------------------------------------
+
+    def _run(self, store: _Store) -> None:
+        failures = gone = 0
+        relist = True
+        while not self._stop.is_set():
+            listing = False
+            try:
+                if relist:
+                    listing = True
+                    self._relist(store)
+                    listing = relist = False
+                    failures = 0
+                    if store.missing:
+                        self._stop.wait(self.missing_retry)
+                        relist = True
+                        continue
+                outcome, lines = self._watch(store)
+            except Exception as err:  # LiveError, urllib3 stream errors, bad JSON
+                if self._stop.is_set():
+                    return
+                failures += 1
+                delay = self._delay(failures)
+                with store.lock:
+                    store.errors += 1
+                    store.last_error = f"{type(err).__name__}: {err}"
+                    if listing:
+                        store.synced = False
+                log.warning("watch cache %s: %s %s; listing again in %.1fs",
+                            store.info.kind, "list failed:" if listing else "watch broke:",
+                            store.last_error, delay)
+                relist = True
+                self._stop.wait(delay)
+                continue
+            if outcome == "gone":
+                # Re-list at once; but a server that answers every fresh list's
+                # resourceVersion with 410 again must not make us list in a tight loop.
+                relist = True
+                gone = gone + 1 if lines <= 1 else 1
+                if gone > 1:
+                    self._stop.wait(self._delay(gone - 1))
+                continue
+            gone = 0
+            if lines:
+                failures = 0
+            if outcome == "error":
+                relist = True
+                failures += 1
+                self._stop.wait(self._delay(failures))
+            elif not lines:
+                # Ended with nothing at all: do not spin if the server keeps doing that.
+                failures += 1
+                self._stop.wait(min(self._delay(failures), 5.0))
+
+    def _delay(self, failures: int) -> float:
+        base = min(self.max_backoff, self.backoff * 2 ** max(0, failures - 1))
+        return float(base * random.uniform(0.5, 1.0))
+
+    def _relist(self, store: _Store) -> None:
+        info = store.info
+        op = Op("list", info.kind, info.group, info.plural, None, info.namespaced)
+        with gc_paused():
+            got = self.transport.list_all(op, info.path(None), page_size=self.page_size)
+            if got is None:
+                store.missing = True
+                store.replace([], "")
+                return
+            store.missing = False
+            items, version, api_version = got
+            for obj in prepare(info, items, api_version):
+                strip_for_cache(obj)
+            store.replace(items, version)
+
+    def _watch(self, store: _Store) -> tuple[str, int]:
+        """Watch until the stream ends: ("ended" | "gone" | "error", lines read)."""
+        info = store.info
+        op = Op("watch", info.kind, info.group, info.plural, None, info.namespaced)
+        path = info.path(None)
+        query = {"watch": "true", "resourceVersion": store.resource_version,
+                 "allowWatchBookmarks": "true", "timeoutSeconds": str(self.watch_timeout)}
+        resp = self.transport.stream(op, path, query, read_timeout=self.watch_timeout + 30,
+                                     accept=(410,))
+        if isinstance(resp, Response):
+            return "gone", 0
+        with self._streams_lock:
+            self._streams[info.kind] = resp
+        store.watches += 1
+        lines = 0
+        clean = False
+        try:
+            if self._stop.is_set():
+                return "ended", 0
+            for line in _lines(resp):
+                lines += 1
+                self.transport.count(path, nbytes=len(line) + 1)
+                outcome = self._apply(store, line)
+                if outcome is not None:
+                    return outcome, lines
+            clean = True
+            return "ended", lines
+        finally:
+            with self._streams_lock:
+                self._streams.pop(info.kind, None)
+            if clean:
+                resp.release_conn()  # read to the end: the connection can be reused
+            else:
+                resp.close()
+
+    def _apply(self, store: _Store, line: bytes) -> str | None:
+        event = orjson.loads(line)
+        kind = event.get("type")
+        obj = event.get("object")
+        if not isinstance(obj, dict):
+            return None
+        if kind == "ERROR":
+            with store.lock:
+                store.errors += 1
+                store.last_error = f"watch ERROR {obj.get('code')}: {obj.get('message')}"
+            return "gone" if obj.get("code") == 410 else "error"
+        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        if kind in ("ADDED", "MODIFIED"):
+            store.put(strip_for_cache(prepare(store.info, [obj])[0]))
+        elif kind == "DELETED":
+            store.delete(obj)
+        if version:
+            store.resource_version = version
+        return None
+
+
+def _size(obj: Obj) -> int:
+    return len(orjson.dumps(obj))
+
+
+def _lines(resp: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
+    """Newline-separated JSON documents, as they arrive (a chunked stream yields each chunk
+    when it comes; a plain one is read with ``read1`` so a small event is not held back)."""
+    if getattr(resp, "chunked", False) and hasattr(resp, "read_chunked"):
+        chunks: Iterable[bytes] = resp.read_chunked(decode_content=True)
+    elif hasattr(resp, "read1"):
+        chunks = iter(lambda: resp.read1(65536), b"")
+    else:  # pragma: no cover - urllib3 < 2.2
+        chunks = resp.stream(1, decode_content=True)
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        if b"\n" not in chunk:
+            continue
+        *done, buf = buf.split(b"\n")
+        for line in done:
+            if line.strip():
+                yield line
+    if buf.strip():
+        yield buf
+
+
+def _interrupt(resp: urllib3.BaseHTTPResponse) -> None:
+    """Unblock a thread reading ``resp`` from another thread."""
+    shutdown = getattr(resp, "shutdown", None)  # urllib3 >= 2.3
+    if callable(shutdown):
+        shutdown()
+        return
+    sock = getattr(getattr(resp, "connection", None), "sock", None)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

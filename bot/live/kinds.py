@@ -1,0 +1,82 @@
+"""The kinds gpubot reads, and where each lives in the Kubernetes REST API.
+
+``KINDS[kind]`` gives the group, version, plural and scope of a kind; ``KindInfo.path``
+builds the URL path for a list (all namespaces or one), a get, or a subresource.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from handlers.view import ViewError
+
+
+@dataclass(frozen=True)
+class KindInfo:
+    kind: str
+    group: str  # "" for the core group
+    version: str
+    plural: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def builtin(self) -> bool:
+        """Served by every API server; a CRD kind may not be installed."""
+        return self.group in BUILTIN_GROUPS
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str | None = None
+    ) -> str:
+        """``/api/v1/pods`` (all namespaces), ``/api/v1/namespaces/NS/pods/NAME/log``, ..."""
+        parts = ["/api/v1" if not self.group else f"/apis/{self.group}/{self.version}"]
+        if self.namespaced and namespace:
+            parts.append(f"/namespaces/{quote(namespace, safe='')}")
+        parts.append(f"/{self.plural}")
+        if name is not None:
+            parts.append(f"/{quote(name, safe='')}")
+            if subresource:
+                parts.append(f"/{subresource}")
+        return "".join(parts)
+
+
+BUILTIN_GROUPS = frozenset({"", "apps", "batch", "scheduling.k8s.io", "node.k8s.io"})
+
+_TABLE: tuple[KindInfo, ...] = (
+    KindInfo("Node", "", "v1", "nodes", False),
+    KindInfo("Pod", "", "v1", "pods", True),
+    KindInfo("Event", "", "v1", "events", True),
+    KindInfo("Namespace", "", "v1", "namespaces", False),
+    KindInfo("ConfigMap", "", "v1", "configmaps", True),
+    KindInfo("ResourceQuota", "", "v1", "resourcequotas", True),
+    KindInfo("LimitRange", "", "v1", "limitranges", True),
+    KindInfo("PersistentVolume", "", "v1", "persistentvolumes", False),
+    KindInfo("PersistentVolumeClaim", "", "v1", "persistentvolumeclaims", True),
+    KindInfo("DaemonSet", "apps", "v1", "daemonsets", True),
+    KindInfo("Deployment", "apps", "v1", "deployments", True),
+    KindInfo("StatefulSet", "apps", "v1", "statefulsets", True),
+    KindInfo("ReplicaSet", "apps", "v1", "replicasets", True),
+    KindInfo("Job", "batch", "v1", "jobs", True),
+    KindInfo("CronJob", "batch", "v1", "cronjobs", True),
+    KindInfo("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False),
+    KindInfo("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", False),
+    KindInfo("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True),
+    KindInfo("Workload", "kueue.x-k8s.io", "v1beta1", "workloads", True),
+    KindInfo("ClusterPolicy", "nvidia.com", "v1", "clusterpolicies", False),
+    KindInfo("NodeFeature", "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", True),
+)
+
+KINDS: dict[str, KindInfo] = {k.kind: k for k in _TABLE}
+
+
+def kind_info(kind: str) -> KindInfo:
+    """The table entry; an unknown kind is a ``ViewError`` (the read shows as not checked)."""
+    try:
+        return KINDS[kind]
+    except KeyError:
+        raise ViewError(f"gpubot does not know where to read {kind} objects from a live "
+                        "cluster", kind=kind) from None

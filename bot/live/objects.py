@@ -1,0 +1,37 @@
+"""What is done to every object read from the API before anyone sees it."""
+
+from __future__ import annotations
+
+from bot.snapshot.events import normalise_event
+from handlers.view import Obj
+
+from .kinds import KindInfo
+
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
+def prepare(info: KindInfo, items: list[Obj], api_version: str = "") -> list[Obj]:
+    """In place, and returned: ``kind`` and ``apiVersion`` set (list items lack them),
+    ``metadata.managedFields`` dropped (``kubectl get -o json`` hides them too), Events
+    filled in to the core/v1 shape (``bot.snapshot.events.normalise_event``)."""
+    version = api_version or info.api_version
+    for item in items:
+        item["kind"] = info.kind
+        item["apiVersion"] = version
+        meta = item.get("metadata")
+        if isinstance(meta, dict):
+            meta.pop("managedFields", None)
+        if info.kind == "Event":
+            normalise_event(item)
+    return items
+
+
+def strip_for_cache(obj: Obj) -> Obj:
+    """In place: also drop the last-applied-configuration annotation (a second copy of the
+    spec, often the largest part of a Deployment or DaemonSet)."""
+    meta = obj.get("metadata")
+    if isinstance(meta, dict):
+        annotations = meta.get("annotations")
+        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
+            del annotations[LAST_APPLIED]
+    return obj

@@ -1,0 +1,471 @@
+"""``LiveView``: the ``ClusterView`` over a live API server, and ``open_live_view``.
+
+Lists are read as raw JSON pages (``limit=500`` + ``continue``) and parsed with orjson, never
+turned into the client's model classes. Each item gets ``kind`` and ``apiVersion`` (list
+items from the API lack them) and loses ``metadata.managedFields`` (as ``kubectl get -o
+json`` shows them); Events are filled in to the core/v1 shape the snapshot view gives.
+
+A kind whose API group is not served (a CRD that is not installed: Volcano, Kueue, the GPU
+operator) lists as ``[]`` and is remembered for ``missing_ttl`` seconds.
+
+``prefetch`` runs independent lists concurrently; a ``WatchCache`` (``cache=``) serves the
+kinds it watches without any request once synced.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import os
+import threading
+import time
+from collections.abc import Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from bot.snapshot.events import event_time, involved_key
+from handlers.kube.selectors import SelectorError
+from handlers.view import CLUSTER_SCOPED, Obj
+
+from .errors import KubeconfigError, Op
+from .kinds import KINDS, KindInfo, kind_info
+from .objects import prepare as _prepare
+from .transport import RetryPolicy, Transport, gc_paused
+
+if TYPE_CHECKING:
+    from .cache import WatchCache
+
+# (kind, namespace, label_selector, field_selector), as ``list()`` takes them, with the
+# namespace None for a cluster-scoped kind and empty selectors as None.
+ListKey = tuple[str, str | None, str | None, str | None]
+
+_EVENT = KINDS["Event"]
+_POD = KINDS["Pod"]
+_SPEC_LISTS = ("initContainers", "containers", "ephemeralContainers")
+_STATUS_LISTS = ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
+
+
+class LiveView:
+    """A ``handlers.view.ClusterView`` reading a live cluster. Thread-safe.
+
+    Objects returned may be shared with the watch cache: callers must not change them.
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        source: str | None = None,
+        timeout: float = 10.0,
+        max_workers: int = 8,
+        cache: WatchCache | None = None,
+        retry: RetryPolicy | None = None,
+        page_size: int = 500,
+        log_tail_lines: int = 200,
+        log_limit_bytes: int = 1 << 20,
+        missing_ttl: float = 300.0,
+        prefetch_ttl: float = 60.0,
+        unreachable_ttl: float = 15.0,
+    ) -> None:
+        self.api_client = api_client
+        self.transport = Transport(api_client, timeout=timeout, retry=retry,
+                                   unreachable_ttl=unreachable_ttl)
+        self._source = source or f"API server {self.transport.server}"
+        self.cache = cache
+        self.page_size = page_size
+        self.log_tail_lines = log_tail_lines
+        self.log_limit_bytes = log_limit_bytes
+        self.missing_ttl = missing_ttl
+        self.prefetch_ttl = prefetch_ttl
+        self._max_workers = max(1, max_workers)
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._prefetched: dict[ListKey, tuple[float, Future[builtins.list[Obj]]]] = {}
+        self._missing: dict[str, float] = {}
+        self._cache_reads = 0
+        self._own_cache = False
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @property
+    def server(self) -> str:
+        return self.transport.server
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Requests made and body bytes read, in all and per URL path (no query); retries;
+        reads the watch cache answered without a request."""
+        out = self.transport.stats()
+        out["cache_reads"] = self._cache_reads
+        return out
+
+    # -- ClusterView ----------------------------------------------------------------------------
+
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> builtins.list[Obj]:
+        info = kind_info(kind)
+        key = _key(info, namespace, label_selector, field_selector)
+        future = self._take_prefetched(key)
+        if future is not None:
+            return future.result()
+        return self._list(info, key)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        """``namespace=None`` on a namespaced kind means ``default``, as kubectl does."""
+        info = kind_info(kind)
+        ns = (namespace or "default") if info.namespaced else None
+        cache = self._warm(kind)
+        if cache is not None:
+            self._cache_reads += 1
+            return cache.get(kind, name, ns)
+        if self._is_missing(kind):
+            return None
+        op = Op("get", kind, info.group, info.plural, ns, info.namespaced, name=name)
+        resp = self.transport.get(op, info.path(ns, name), accept=(404,))
+        if resp.status == 404:
+            if not info.builtin and not _object_not_found(resp.data):
+                self._remember_missing(kind)
+            return None
+        obj = self.transport.decode(op, resp.data)
+        return _prepare(info, [obj], "")[0]
+
+    def events(self, kind: str, name: str, namespace: str | None = None) -> builtins.list[Obj]:
+        """Oldest first. ``namespace=None`` (or a cluster-scoped kind) matches any."""
+        info = KINDS.get(kind)
+        scoped = info.namespaced if info is not None else kind not in CLUSTER_SCOPED
+        ns = namespace if scoped else None
+        cache = self._warm("Event")
+        if cache is not None:
+            self._cache_reads += 1
+            return cache.events(kind, name, ns)
+        selector = f"involvedObject.kind={kind},involvedObject.name={name}"
+        op = Op("list", "Event", "", "events", ns, True)
+        got = self.transport.list_all(op, _EVENT.path(ns), {"fieldSelector": selector},
+                                      page_size=self.page_size)
+        items = _prepare(_EVENT, got[0], got[2]) if got else []
+        if ns is not None:
+            items = [e for e in items if (involved_key(e) or ("", "", ""))[2] == ns]
+        return sorted(items, key=event_time)
+
+    def logs(self, namespace: str, pod: str, container: str | None = None) -> str | None:
+        """The last ``log_tail_lines`` lines of each container (all when ``container`` is
+        None) that has run, the previous instance's first when it restarted, then the
+        termination messages the logs do not already hold."""
+        pod_obj = self.get("Pod", pod, namespace)
+        if pod_obj is None:
+            return None
+        ran = _ran(pod_obj)
+        names = [container] if container else [n for n in _container_names(pod_obj)
+                                              if n in ran]
+        messages = _termination_messages(pod_obj)
+        parts: builtins.list[str] = []
+        for name in names:
+            texts: builtins.list[str] = []
+            # The kubelet serves a waiting container's last terminated instance as its
+            # current log: ask for "previous" only when a newer instance exists.
+            if ran.get(name) == (True, True):
+                texts.append(self._log(namespace, pod, name, previous=True))
+            texts.append(self._log(namespace, pod, name, previous=False))
+            texts = builtins.list(dict.fromkeys(t for t in texts if t))  # empty, repeated
+            parts.extend(texts)
+            parts.extend(m for m in messages.get(name, [])
+                         if not any(m.strip() in t for t in texts))
+        return _join(parts) if parts else None
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    # -- prefetch -------------------------------------------------------------------------------
+
+    def prefetch(
+        self, requests: Iterable[tuple[str, str | None, str | None, str | None]]
+    ) -> int:
+        """Start ``(kind, namespace, label_selector, field_selector)`` lists concurrently in a
+        pool of ``max_workers`` threads; the next ``list()`` with the same arguments takes
+        the result (waiting for it if still running) instead of asking the server. A
+        result is taken once, and dropped unread after ``prefetch_ttl`` seconds. Kinds the
+        watch cache serves, and lists already in flight, are skipped. Returns how many
+        lists were started. Errors surface from the ``list()`` that takes the result."""
+        started = 0
+        now = time.monotonic()
+        with self._lock:
+            for key, (at, fut) in builtins.list(self._prefetched.items()):
+                if fut.done() and now - at > self.prefetch_ttl:
+                    del self._prefetched[key]
+            for kind, namespace, label_selector, field_selector in requests:
+                info = KINDS.get(kind)
+                if info is None or self._warm(kind) is not None:
+                    continue
+                key = _key(info, namespace, label_selector, field_selector)
+                if key in self._prefetched:
+                    continue
+                fut = self._pool().submit(self._list, info, key)
+                self._prefetched[key] = (now, fut)
+                started += 1
+        return started
+
+    def _take_prefetched(self, key: ListKey) -> Future[builtins.list[Obj]] | None:
+        with self._lock:
+            entry = self._prefetched.pop(key, None)
+        if entry is None:
+            return None
+        at, fut = entry
+        if fut.done() and time.monotonic() - at > self.prefetch_ttl:
+            return None
+        return fut
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self._max_workers,
+                                                thread_name_prefix="gpubot-live")
+        return self._executor
+
+    def close(self) -> None:
+        """Stop the pool, the watch cache ``watch()`` started, and the client's
+        connections."""
+        if self._own_cache and self.cache is not None:
+            self.cache.stop()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+        close = getattr(self.api_client, "close", None)
+        if callable(close):
+            close()
+
+    def __enter__(self) -> LiveView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def _list(self, info: KindInfo, key: ListKey) -> builtins.list[Obj]:
+        _, ns, label_selector, field_selector = key
+        cache = self._warm(info.kind)
+        if cache is not None:
+            try:
+                found = cache.list(info.kind, ns, label_selector=label_selector,
+                                   field_selector=field_selector)
+            except SelectorError:
+                pass  # a field the local matcher does not know: let the server do it
+            else:
+                self._cache_reads += 1
+                return found
+        if self._is_missing(info.kind):
+            return []
+        op = Op("list", info.kind, info.group, info.plural, ns, info.namespaced)
+        query: dict[str, str] = {}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
+        with gc_paused():
+            got = self.transport.list_all(op, info.path(ns), query, page_size=self.page_size)
+            if got is None:
+                if not info.builtin:
+                    self._remember_missing(info.kind)
+                return []
+            items, _, api_version = got
+            return _prepare(info, items, api_version)
+
+    def _log(self, namespace: str, pod: str, container: str, *, previous: bool) -> str:
+        op = Op("get", "Pod", "", "pods/log", namespace, True, name=pod)
+        query = {"container": container, "tailLines": str(self.log_tail_lines),
+                 "limitBytes": str(self.log_limit_bytes)}
+        if previous:
+            query["previous"] = "true"
+        # 400: the container has not started, or has no previous instance; 404: pod gone.
+        resp = self.transport.get(op, _POD.path(namespace, pod, "log"), query,
+                                  accept=(400, 404))
+        if resp.status != 200:
+            return ""
+        return resp.data.decode("utf-8", "replace")
+
+    def _warm(self, kind: str) -> WatchCache | None:
+        cache = self.cache
+        return cache if cache is not None and cache.synced(kind) else None
+
+    def _is_missing(self, kind: str) -> bool:
+        until = self._missing.get(kind)
+        return until is not None and time.monotonic() < until
+
+    def _remember_missing(self, kind: str) -> None:
+        self._missing[kind] = time.monotonic() + self.missing_ttl
+
+    @property
+    def missing_kinds(self) -> builtins.list[str]:
+        """Kinds whose API is not served (CRD not installed), as last seen."""
+        return sorted(k for k in self._missing if self._is_missing(k))
+
+    def watch(self, kinds: Iterable[str] | None = None, **options: Any) -> WatchCache:
+        """Start a ``WatchCache`` on this view's client and serve reads from it."""
+        from .cache import DEFAULT_KINDS, WatchCache
+
+        options.setdefault("timeout", self.transport.timeout)
+        options.setdefault("retry", self.transport.retry)
+        cache = WatchCache(self.api_client, tuple(kinds or DEFAULT_KINDS), **options)
+        cache.start()
+        self.cache = cache
+        self._own_cache = True
+        return cache
+
+
+def open_live_view(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    *,
+    timeout: float = 10.0,
+    max_workers: int = 8,
+    retry: RetryPolicy | None = None,
+) -> LiveView:
+    """A ``LiveView`` of the cluster a kubeconfig context names, or of the cluster this pod
+    runs in.
+
+    In-cluster config (service account token) is used when ``KUBERNETES_SERVICE_HOST`` is
+    set and no kubeconfig (argument or ``KUBECONFIG``) and no context is given. Otherwise
+    the kubeconfig is ``kubeconfig``, else ``$KUBECONFIG`` (``:``-separated files merge),
+    else ``~/.kube/config``, and the context ``context``, else its current-context. The
+    kubeconfig is never written back (refreshed tokens are not persisted).
+    Raises ``KubeconfigError`` (a ``ViewError``) when none of that is usable; no request is
+    made before the first read.
+    """
+    try:
+        # Typed as Any: the package ships type hints only in recent releases.
+        kclient: Any = importlib.import_module("kubernetes.client")
+        kconfig: Any = importlib.import_module("kubernetes.config")
+    except ImportError as err:
+        raise KubeconfigError("live mode needs the kubernetes package: "
+                              "pip install 'gpubot[live]'") from err
+
+    # type.__call__: a fresh Configuration even on releases whose metaclass hands out a
+    # copy of the process-wide default (the kubernetes package does the same).
+    configuration = type.__call__(kclient.Configuration)
+    # One connection per pool worker, plus the watch cache's streams and a few spare.
+    configuration.connection_pool_maxsize = max_workers + 10
+    env_config = os.environ.get("KUBECONFIG")
+    if (kubeconfig is None and not env_config and context is None
+            and os.environ.get("KUBERNETES_SERVICE_HOST")):
+        try:
+            kconfig.load_incluster_config(client_configuration=configuration)
+        except Exception as err:  # ConfigException, OSError: the token or CA file
+            raise KubeconfigError(f"cannot use the in-cluster service account: {err}") from err
+        api_client = kclient.ApiClient(configuration)
+        view = LiveView(api_client, timeout=timeout, max_workers=max_workers, retry=retry)
+        view._source = f"in-cluster ({view.server})"
+        return view
+
+    shown = kubeconfig or env_config or "~/.kube/config"
+    files = [os.path.expanduser(p) for p in shown.split(os.pathsep) if p]
+    if not any(os.path.isfile(f) for f in files):
+        raise KubeconfigError(f"no kubeconfig at {shown}: pass --kubeconfig, set KUBECONFIG, "
+                              "or use a snapshot")
+    config_file = os.pathsep.join(files)
+    try:
+        contexts, current = kconfig.list_kube_config_contexts(config_file=config_file)
+    except Exception as err:  # ConfigException, YAML errors
+        raise KubeconfigError(f"cannot read kubeconfig {shown}: {err}") from err
+    names = [str(c.get("name")) for c in contexts or [] if isinstance(c, dict)]
+    if context is not None and context not in names:
+        raise KubeconfigError(f'context "{context}" is not in kubeconfig {shown} '
+                              f"(it has: {', '.join(names) or 'none'})")
+    name = context or (current or {}).get("name")
+    if not name:
+        raise KubeconfigError(f"kubeconfig {shown} has no current-context: pass --context "
+                              f"(one of: {', '.join(names) or 'none'})")
+    try:
+        # What new_client_from_config does, spelled out: its client_configuration argument
+        # (needed to size the pool) is missing from older releases (29). Given a
+        # configuration, load_kube_config fills it and leaves the process default alone.
+        kconfig.load_kube_config(config_file=config_file, context=context,
+                                 client_configuration=configuration, persist_config=False)
+        api_client = kclient.ApiClient(configuration)
+    except Exception as err:  # ConfigException, exec plugin failures, bad cert files
+        raise KubeconfigError(f'cannot use context "{name}" of kubeconfig {shown}: '
+                              f"{err}") from err
+    view = LiveView(api_client, timeout=timeout, max_workers=max_workers, retry=retry)
+    view._source = f"context {name} ({view.server})"
+    return view
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+
+def _key(info: KindInfo, namespace: str | None, label_selector: str | None,
+         field_selector: str | None) -> ListKey:
+    return (info.kind, namespace if info.namespaced else None, label_selector or None,
+            field_selector or None)
+
+
+def _object_not_found(body: bytes) -> bool:
+    """A Status saying the object is missing, as opposed to the resource type (a CRD that is
+    not installed answers ``404 page not found`` in plain text)."""
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return False
+    if not isinstance(doc, dict) or doc.get("kind") != "Status":
+        return False
+    details = doc.get("details")
+    return doc.get("reason") == "NotFound" and isinstance(details, dict) and "name" in details
+
+
+def _dicts(value: Any) -> builtins.list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, builtins.list) else []
+
+
+def _container_names(pod: Obj) -> builtins.list[str]:
+    spec = pod.get("spec") or {}
+    names = [str(c.get("name", "")) for key in _SPEC_LISTS for c in _dicts(spec.get(key))]
+    return builtins.list(dict.fromkeys(n for n in names if n))
+
+
+def _ran(pod: Obj) -> dict[str, tuple[bool, bool]]:
+    """Containers that have run: name -> (an earlier instance terminated, an instance is
+    running or terminated now)."""
+    status = pod.get("status") or {}
+    out: dict[str, tuple[bool, bool]] = {}
+    for key in _STATUS_LISTS:
+        for cs in _dicts(status.get(key)):
+            state = cs.get("state") or {}
+            last = cs.get("lastState") or {}
+            before = "terminated" in last
+            now = "running" in state or "terminated" in state
+            if before or now:
+                out[str(cs.get("name", ""))] = (before, now)
+    return out
+
+
+def _termination_messages(pod: Obj) -> dict[str, builtins.list[str]]:
+    """``lastState``/``state.terminated.message`` per container, oldest first (as snapshot
+    logs count them as log text)."""
+    out: dict[str, builtins.list[str]] = {}
+    status = pod.get("status") or {}
+    for key in _STATUS_LISTS:
+        for cs in _dicts(status.get(key)):
+            for state_key in ("lastState", "state"):
+                state = cs.get(state_key)
+                term = state.get("terminated") if isinstance(state, dict) else None
+                msg = term.get("message") if isinstance(term, dict) else None
+                if isinstance(msg, str) and msg.strip():
+                    out.setdefault(str(cs.get("name", "")), []).append(msg)
+    return out
+
+
+def _join(parts: builtins.list[str]) -> str:
+    return "".join(p if p.endswith("\n") or i == len(parts) - 1 else p + "\n"
+                   for i, p in enumerate(parts))
+
+
+__all__ = ["ListKey", "LiveView", "open_live_view"]
