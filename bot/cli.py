@@ -44,9 +44,16 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_source(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--snapshot", metavar="PATH",
-                   help="a snapshot: kubectl -o yaml/json files, a cluster-info dump "
-                        "(directory or single stream), or a directory mixing them")
+    src = p.add_argument_group("what to read (default: the current kubectl context)")
+    src.add_argument("--snapshot", metavar="PATH",
+                     help="a snapshot: kubectl -o yaml/json files, a cluster-info dump "
+                          "(directory or single stream), or a directory mixing them")
+    src.add_argument("--kubeconfig", metavar="FILE",
+                     help="kubeconfig of a live cluster (default: $KUBECONFIG or "
+                          "~/.kube/config; in a pod: its service account)")
+    src.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
+    src.add_argument("--timeout", metavar="SECONDS", type=float, default=10.0,
+                     help="timeout of each API request (default 10)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text",
                    help="text for people (default), json for tools")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
@@ -69,14 +76,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_source(p)
     p = sub.add_parser("nodes", help="GPU ledger per node and per GPU model")
     _add_source(p)
+    p = sub.add_parser("pending", help="every pending GPU workload with its root cause")
+    p.add_argument("-n", "--namespace", help="one namespace (default: all)")
+    p.add_argument("--limit", type=int, default=50, metavar="N",
+                   help="diagnose at most N workloads (default 50)")
+    _add_source(p)
+    p = sub.add_parser("quota", help="GPU quota used/hard per namespace, with the holders")
+    p.add_argument("namespace", metavar="NS", nargs="?", help="one namespace (default: all)")
+    _add_source(p)
     return parser
 
 
 def open_view(args: argparse.Namespace, err: TextIO) -> ClusterView:
     """The cluster view the arguments name. Raises ViewError when it cannot be opened."""
+    if args.snapshot and (args.kubeconfig or args.context):
+        raise _Usage("--snapshot reads files; --kubeconfig/--context read a live cluster: "
+                     "give one or the other")
     if not args.snapshot:
-        raise _Usage("no cluster to read: give --snapshot PATH "
-                     "(e.g. --snapshot examples/plugin-crashloop-cuda-mismatch)")
+        from bot.live import open_live_view
+
+        return open_live_view(args.kubeconfig, args.context, timeout=args.timeout)
     from bot.snapshot import load_snapshot
 
     start = time.monotonic()
@@ -91,12 +110,14 @@ class _Usage(GpubotError):
 
 
 def _diagnose(args: argparse.Namespace, reader: Reader) -> Diagnosis:
-    from handlers import doctor, nodes, why_pending
+    from handlers import doctor, nodes, pending_all, quota, why_pending
 
     runners: dict[str, Callable[[], Diagnosis]] = {
         "why-pending": lambda: why_pending.run(reader, args.target, args.namespace),
         "doctor": lambda: doctor.run(reader, args.node),
         "nodes": lambda: nodes.run(reader),
+        "pending": lambda: pending_all.run(reader, args.namespace, limit=args.limit),
+        "quota": lambda: quota.run(reader, args.namespace),
     }
     return runners[args.command]()
 

@@ -24,7 +24,14 @@ CLUSTER_SCOPED = frozenset(
 
 
 class ViewError(Exception):
-    """A read the view could not do. ``str()`` is a message fit for the user."""
+    """A read the view could not do. ``str()`` is a message fit for the user.
+
+    ``fatal`` errors (the API cannot be reached, our credentials are refused) mean no other
+    read will work either: the Reader lets them through instead of carrying on with a
+    diagnosis built on nothing.
+    """
+
+    fatal = False
 
     def __init__(self, message: str, *, kind: str = "", namespace: str | None = None) -> None:
         super().__init__(message)
@@ -83,6 +90,8 @@ class Reader:
         self.failed_kinds: set[str] = set()
 
     def _fail(self, err: ViewError, kind: str) -> None:
+        if err.fatal:
+            raise err
         self.failed_kinds.add(kind)
         msg = str(err)
         if msg not in self.unchecked:

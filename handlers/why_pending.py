@@ -18,7 +18,7 @@ from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.pending import placement, queueing, quota, spec
 from handlers.pending.context import PendingContext
-from handlers.view import Obj, Reader
+from handlers.view import Obj, Reader, ViewError
 
 KIND_ALIASES = {
     "pod": "Pod", "pods": "Pod", "po": "Pod",
@@ -109,6 +109,9 @@ def _not_found(reader: Reader, t: Target) -> TargetNotFound:
 def _resolve(reader: Reader, t: Target) -> tuple[Obj | None, Obj | None, list[Obj]]:
     """(pod, controller, the controller's pods)."""
     obj = reader.get(t.kind, t.name, t.namespace)
+    if obj is None and not reader.readable(t.kind):
+        # Could not look: say why, not "not found".
+        raise ViewError(reader.unchecked[-1], kind=t.kind, namespace=t.namespace)
     if obj is None:
         raise _not_found(reader, t)
     obj.setdefault("kind", t.kind)

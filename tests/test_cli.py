@@ -78,7 +78,7 @@ def test_missing_snapshot_exits_1_naming_the_path() -> None:
     ["frobnicate", "--snapshot", str(TAINT)],                    # unknown command
     ["why-pending", "a/b/c/d", "--snapshot", str(TAINT)],        # malformed target
     ["why-pending", "ns1/pod", "-n", "ns2", "--snapshot", str(TAINT)],  # two namespaces
-    ["nodes"],                                                   # no data source
+    ["nodes", "--snapshot", str(TAINT), "--context", "prod"],    # two data sources
     ["nodes", "--snapshot", str(TAINT), "-o", "yaml"],           # bad output format
 ])
 def test_usage_errors_exit_2(argv: list[str]) -> None:
@@ -107,3 +107,54 @@ def test_module_entry_point_runs() -> None:
                            "-o", "json"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["command"] == "nodes"
+
+
+def test_no_snapshot_and_no_kubeconfig_exits_1_naming_the_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = tmp_path / "no-such-kubeconfig"
+    monkeypatch.setenv("KUBECONFIG", str(missing))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, out, err = run("nodes")
+    assert code == EXIT_NOT_FOUND
+    assert out == ""
+    assert str(missing) in err
+
+
+def test_live_cluster_through_the_fake_api_server(tmp_path: Path) -> None:
+    from tests.fake_kube import FakeKube
+
+    target = target_of("taint-not-tolerated")
+    with FakeKube(TAINT) as fk:
+        kc = str(fk.write_kubeconfig(tmp_path / "kc", context="lab"))
+        code, out, err = run("why-pending", *target, "--kubeconfig", kc, "--context", "lab",
+                             "-o", "json")
+    assert code == EXIT_OK, err
+    data = json.loads(out)
+    assert "TAINT_NOT_TOLERATED" in [f["code"] for f in data["findings"]]
+    assert data["source"].startswith("context lab")
+
+
+def test_unreachable_cluster_exits_1_naming_the_server(tmp_path: Path) -> None:
+    from tests.fake_kube import FakeKube
+
+    with FakeKube(TAINT) as fk:
+        kc = str(fk.write_kubeconfig(tmp_path / "kc"))
+        url = fk.url
+    code, out, err = run("nodes", "--kubeconfig", kc)
+    assert code == EXIT_NOT_FOUND
+    assert out == ""
+    assert url in err
+
+
+def test_forbidden_read_is_listed_as_not_checked(tmp_path: Path) -> None:
+    from tests.fake_kube import FakeKube
+
+    target = target_of("taint-not-tolerated")
+    with FakeKube(TAINT) as fk:
+        fk.faults.forbid("resourcequotas")
+        kc = str(fk.write_kubeconfig(tmp_path / "kc"))
+        code, out, _ = run("why-pending", *target, "--kubeconfig", kc, "-o", "json")
+    assert code == EXIT_OK
+    data = json.loads(out)
+    assert any("resourcequotas" in u and "403" in u for u in data["unchecked"])
+    assert "TAINT_NOT_TOLERATED" in [f["code"] for f in data["findings"]]

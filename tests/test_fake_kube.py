@@ -360,8 +360,8 @@ def test_custom_resources(api: Any) -> None:
     assert [w["metadata"]["name"] for w in workloads["items"]] == ["job-eval-3f2a1"]
 
 
-def test_a_crd_that_is_not_installed(tmp_path: Path) -> None:
-    with FakeKube(SNAPSHOT, absent_kinds=["PodGroup"]) as fake:
+def test_crds_installed_or_not(tmp_path: Path) -> None:
+    with FakeKube(SNAPSHOT, absent_kinds=["PodGroup"], extra_kinds=["NodeFeature"]) as fake:
         api_client = connect(fake, tmp_path)
         crd = client.CustomObjectsApi(api_client)
         with pytest.raises(ApiException) as err:
@@ -370,8 +370,10 @@ def test_a_crd_that_is_not_installed(tmp_path: Path) -> None:
         assert err.value.status == 404
         assert status_of(err.value)["message"] == (
             "the server could not find the requested resource")
-        groups = client.ApisApi(api_client).get_api_versions().groups
-        assert "scheduling.volcano.sh" not in [g.name for g in groups]
+        groups = [g.name for g in client.ApisApi(api_client).get_api_versions().groups]
+        assert "scheduling.volcano.sh" not in groups and "nfd.k8s-sigs.io" in groups
+        assert crd.list_cluster_custom_object("nfd.k8s-sigs.io", "v1alpha1",
+                                              "nodefeatures")["items"] == []
         api_client.close()
 
 

@@ -497,17 +497,15 @@ def test_unreachable_server_is_one_clear_message(tmp_path: Path) -> None:
         "contexts": [{"name": "gone", "context": {"cluster": "c", "user": "u"}}]}))
     with open_live_view(str(path), retry=FAST) as v:
         reader = Reader(v)
-        started = time.monotonic()
         for kind in ("Node", "Pod", "Event", "DaemonSet", "ResourceQuota"):
-            assert reader.list(kind) == []
-        assert time.monotonic() - started < 1.0  # refused once, then remembered
-        assert reader.unchecked == [f"cannot reach the Kubernetes API at {url}: "
-                                    "connection refused"]
-        with pytest.raises(ApiUnreachable) as info:
-            v.get("Node", "gpu-0")
-    err = info.value
-    assert err.server == url and err.why == "connection refused"
-    assert "t0ps3cret" not in str(err)
+            # Nothing else can be read either: the Reader lets this through, so the user
+            # gets one clear message instead of a diagnosis built on nothing.
+            with pytest.raises(ApiUnreachable) as info:
+                reader.list(kind)
+            err = info.value
+            assert err.server == url and err.why == "connection refused"
+            assert "t0ps3cret" not in str(err)
+        assert v.stats["requests"] == 1  # refused once, then remembered
 
 
 def test_timeout_names_the_server_and_the_wait(kubeconfig: Path, fk: FakeKube) -> None:

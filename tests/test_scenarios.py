@@ -8,14 +8,19 @@ from bot.snapshot import load_snapshot
 from handlers import doctor, nodes, pending_all, quota, why_pending
 from handlers.codes import CODES
 from handlers.model import Diagnosis
-from handlers.view import Reader
+from handlers.view import ClusterView, Reader
 from tests.scenarios import Scenario, load_scenarios
 
 SCENARIOS = load_scenarios()
 
 
 def run_scenario(s: Scenario) -> Diagnosis:
-    reader = Reader(load_snapshot(s.snapshot))
+    return run_on(s, load_snapshot(s.snapshot))
+
+
+def run_on(s: Scenario, view: ClusterView) -> Diagnosis:
+    """The scenario's command on any view: a snapshot, or the live fake API server."""
+    reader = Reader(view)
     if s.command == "why-pending":
         assert s.target, f"{s.name}: why-pending needs a target"
         return why_pending.run(reader, s.target, s.namespace)

@@ -80,6 +80,8 @@ class LiveError(ViewError):
 class ApiUnreachable(LiveError):
     """No HTTP answer at all. ``.why``: ``connection refused``, ``timed out after 10s``, ..."""
 
+    fatal = True
+
     def __init__(self, why: str, *, server: str, op: Op | None = None) -> None:
         super().__init__(f"cannot reach the Kubernetes API at {server}: {why}",
                          server=server, op=op)
@@ -87,7 +89,7 @@ class ApiUnreachable(LiveError):
 
 
 class ApiUnauthorized(LiveError):
-    pass
+    fatal = True
 
 
 class ApiForbidden(LiveError):

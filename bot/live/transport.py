@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlencode
@@ -101,6 +102,7 @@ class Transport:
         self._lock = threading.Lock()
         self._stats = _Stats()
         self._down: tuple[float, str] | None = None
+        self.server_clock: tuple[datetime, float] | None = None
 
     # -- counters ---------------------------------------------------------------------------
 
@@ -255,10 +257,12 @@ class Transport:
         timeout = urllib3.Timeout(connect=self.timeout, read=read_timeout or self.timeout)
         self.count(path, requests=1)
         try:
-            return self._pool.request(
+            resp = self._pool.request(
                 "GET", url, headers=self.headers(), timeout=timeout, retries=False,
                 redirect=False, preload_content=False,
             )
+            self._note_date(resp)
+            return resp
         except _DROPPED:
             raise
         except u3.HTTPError as err:
@@ -266,6 +270,26 @@ class Transport:
             if remember:
                 self._down = (time.monotonic() + self.unreachable_ttl, why)
             raise ApiUnreachable(why, server=self.server, op=op) from err
+
+    def _note_date(self, resp: urllib3.BaseHTTPResponse) -> None:
+        date = resp.headers.get("date")
+        if not date:
+            return
+        try:
+            server_now = parsedate_to_datetime(date)
+        except (TypeError, ValueError):
+            return
+        if server_now.tzinfo is None:
+            server_now = server_now.replace(tzinfo=UTC)
+        self.server_clock = (server_now, time.monotonic())
+
+    def server_now(self) -> datetime | None:
+        """The API server's clock (its Date header, advanced by the time since): ages of
+        events and pods are measured against the clock that stamped them, not ours."""
+        if self.server_clock is None:
+            return None
+        then, at = self.server_clock
+        return then + timedelta(seconds=time.monotonic() - at)
 
     def _read(self, resp: urllib3.BaseHTTPResponse, path: str, op: Op) -> bytes:
         try:

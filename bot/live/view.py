@@ -15,6 +15,7 @@ kinds it watches without any request once synced.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import importlib
 import os
 import threading
@@ -28,7 +29,7 @@ import orjson
 
 from bot.snapshot.events import event_time, involved_key
 from handlers.kube.selectors import SelectorError
-from handlers.view import CLUSTER_SCOPED, Obj
+from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 
 from .errors import KubeconfigError, Op
 from .kinds import KINDS, KindInfo, kind_info
@@ -184,7 +185,13 @@ class LiveView:
         return _join(parts) if parts else None
 
     def now(self) -> datetime:
-        return datetime.now(UTC)
+        """The API server's clock when it answered anything (one GET /version if nothing
+        was read yet), else ours."""
+        if self.transport.server_now() is None:
+            op = Op("get", "Version", "", "version", None, namespaced=False)
+            with contextlib.suppress(ViewError):
+                self.transport.get(op, "/version")
+        return self.transport.server_now() or datetime.now(UTC)
 
     # -- prefetch -------------------------------------------------------------------------------
 

@@ -161,9 +161,9 @@ class SnapshotView:
             names = {((o["metadata"]["namespace"] if scoped else ""), o["metadata"]["name"]): o
                      for o in objs}
             self._by_name[kind] = names
-            self._unique[kind] = objs if len(names) == len(objs) else builtins.list(
-                names.values()
-            )
+            # In the API server's order (its storage key: namespace, then name), so that a
+            # diagnosis reads the same from a snapshot as from a live cluster.
+            self._unique[kind] = [names[k] for k in sorted(names)]
         return self._unique[kind]
 
     def _names(self, kind: str) -> dict[tuple[str, str], Obj]:

@@ -148,6 +148,10 @@ BUILTIN: tuple[ResourceType, ...] = (
        ("wl",), ("kueue",), builtin=False),
     _R("nvidia.com", "v1", "clusterpolicies", "clusterpolicy", "ClusterPolicy", False,
        builtin=False),
+)
+# Served only when asked for (``FakeKube(extra_kinds=["NodeFeature"])``): by default these
+# CRDs are "not installed".
+OPTIONAL: tuple[ResourceType, ...] = (
     _R("nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", "nodefeature", "NodeFeature", True,
        status_subresource=False, builtin=False),
 )

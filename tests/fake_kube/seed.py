@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
 
 from handlers.view import ViewError
@@ -14,8 +15,10 @@ LogSource = Callable[[str, str, str], str | None]
 
 
 def snapshot_objects(path: str | Path,
-                     registry: Registry | None = None) -> tuple[list[Obj], LogSource]:
-    """Every object of a kind the fake serves, and a function giving container logs."""
+                     registry: Registry | None = None,
+                     ) -> tuple[list[Obj], LogSource, datetime]:
+    """Every object of a kind the fake serves, a function giving container logs, and the
+    snapshot's moment (its newest timestamp)."""
     from bot.snapshot import load_snapshot
 
     view = load_snapshot(path)
@@ -35,4 +38,4 @@ def snapshot_objects(path: str | Path,
     def logs(namespace: str, pod: str, container: str) -> str | None:
         return view.logs(namespace, pod, container)
 
-    return objs, logs
+    return objs, logs, view.now()

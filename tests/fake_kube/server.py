@@ -15,6 +15,7 @@ fault injection, ``controllers.py`` for the DaemonSet controller.
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import socket
 import threading
 import time
@@ -36,7 +37,7 @@ from . import tables
 from .controllers import DaemonSetController, PodTermination, Timers
 from .faults import DEFAULT_USER, Faults, RequestInfo
 from .requestlog import RequestLog, RequestRecord
-from .resources import Registry, ResourceType
+from .resources import OPTIONAL, Registry, ResourceType
 from .routing import TRUE, Route, route
 from .store import Change, Entry, Obj, Store, dumps
 
@@ -97,6 +98,11 @@ class _Handler(BaseHTTPRequestHandler):
     def setup(self) -> None:
         super().setup()
         self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        # The Date header runs on the cluster's clock: a snapshot's "now", advancing from
+        # the moment the server started, so ages read live equal ages read from the files.
+        return email.utils.formatdate(self.server.fake.clock(), usegmt=True)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the RequestLog records requests
@@ -558,10 +564,13 @@ class FakeKube:
         user: str = DEFAULT_USER,
         objects: Iterable[Obj] = (),
         absent_kinds: Iterable[str] = (),
+        extra_kinds: Iterable[str] = (),
     ) -> None:
         self.registry = Registry()
         for kind in absent_kinds:  # e.g. "PodGroup": Volcano is not installed
             self.registry.remove(kind)
+        for kind in extra_kinds:  # e.g. "NodeFeature" (see resources.OPTIONAL)
+            self.registry.add(next(t for t in OPTIONAL if t.kind == kind))
         self.store = Store(self.registry, history=history)
         self.faults = Faults(user)
         self.requests = RequestLog(log_requests)
@@ -576,10 +585,12 @@ class FakeKube:
         self.pod_termination = PodTermination(self.store, self.timers, pod_termination_delay)
         self.snapshot = snapshot
         seeds: list[Obj] = list(objects)
+        self._epoch = (time.time(), time.monotonic())
         if snapshot is not None:
             from .seed import snapshot_objects
 
-            view_objs, log_source = snapshot_objects(snapshot, self.registry)
+            view_objs, log_source, now = snapshot_objects(snapshot, self.registry)
+            self._epoch = (now.timestamp(), time.monotonic())
             seeds = view_objs + seeds
             self.store.log_source = log_source
         self.store.seed(seeds)
@@ -620,6 +631,12 @@ class FakeKube:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+    def clock(self) -> float:
+        """The cluster's time now (seconds since the epoch): the snapshot's moment plus
+        the time since the server started; the wall clock without a snapshot."""
+        start, at = self._epoch
+        return start + (time.monotonic() - at)
 
     @property
     def url(self) -> str:
