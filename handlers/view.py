@@ -116,6 +116,22 @@ class Reader:
                 self._lists[key] = []
         return self._lists[key]
 
+    def prefetch(self, requests: Iterable[tuple[str, str | None, str | None, str | None]],
+                 ) -> None:
+        """Hint that these lists (kind, namespace, label_selector, field_selector) will be
+        read: a live view fetches them concurrently in its bounded pool. Optional."""
+        start = getattr(self.view, "prefetch", None)
+        todo = [r for r in requests if r not in self._lists]
+        if callable(start) and todo:
+            start(todo)
+
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]]:
+        """The pods bound to each of ``nodes``: one field-selected list per node, fetched
+        together, instead of every pod of the cluster."""
+        names = builtins.list(dict.fromkeys(nodes))
+        self.prefetch([("Pod", None, None, f"spec.nodeName={n}") for n in names])
+        return {n: self.list("Pod", field_selector=f"spec.nodeName={n}") for n in names}
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         key = (kind, name, namespace)
         if key not in self._gets:

@@ -285,21 +285,23 @@ def test_fewer_gpus_than_labelled_is_not_advertised() -> None:
     assert "node gpu-a100-1 capacity nvidia.com/gpu: 7 < nvidia.com/gpu.count=8" in f.evidence
 
 
-def test_pods_are_listed_once_per_reader() -> None:
+def test_no_list_is_read_twice_per_reader() -> None:
     reader = _reader("doctor_mixed")
-    calls: list[str] = []
+    calls: list[tuple[Any, ...]] = []
     real = reader.view.list
 
     def counting(kind: str, namespace: str | None = None, **kw: Any) -> Any:
-        calls.append(kind)
+        calls.append((kind, namespace, tuple(sorted(kw.items()))))
         return real(kind, namespace, **kw)
 
     reader.view.list = counting  # type: ignore[method-assign]
     nodes = reader.list("Node")
-    check_chain(reader, nodes[:1])
+    check_chain(reader, nodes[:1])   # scoped: the pods of one node
     check_chain(reader, nodes[1:])
+    doctor.run(reader)               # every pod, once
     doctor.run(reader)
-    assert calls.count("Pod") == 1
+    assert len(calls) == len(set(calls))
+    assert len([c for c in calls if c[0] == "Pod" and not any(v for _, v in c[2])]) == 1
 
 
 def test_device_admission_failed_names_pods() -> None:

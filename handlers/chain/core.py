@@ -183,7 +183,8 @@ def _sharing_findings(ctx: ChainContext, scope: list[Obj]) -> list[Finding]:
 
 def check_chain(reader: Reader, nodes: list[Obj] | None = None) -> ChainReport:
     """Run the discovery chain over ``nodes`` (None: every GPU node)."""
-    inv: Inventory = build_inventory(reader)
+    inv: Inventory = build_inventory(
+        reader, None if nodes is None else [name_of(n) for n in nodes])
     plugin_nodes = inv.plugin_nodes
     if nodes is None:
         scope = [n for n in inv.nodes if is_chain_node(n, plugin_nodes)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import weakref
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -101,21 +102,24 @@ class Inventory:
         return None
 
 
-# One inventory per Reader: why-pending may ask the chain about several node sets, and a
-# Reader's reads never change during a diagnosis.
-_CACHE: weakref.WeakKeyDictionary[Reader, Inventory] = weakref.WeakKeyDictionary()
+# Inventories per Reader and node scope: why-pending may ask the chain about several node
+# sets, and a Reader's reads never change during a diagnosis.
+_CACHE: weakref.WeakKeyDictionary[Reader, dict[frozenset[str] | None, Inventory]] = (
+    weakref.WeakKeyDictionary())
 
 
-def build_inventory(reader: Reader) -> Inventory:
-    cached = _CACHE.get(reader)
-    if cached is not None:
-        return cached
-    inv = _build(reader)
-    _CACHE[reader] = inv
+def build_inventory(reader: Reader, scope: Iterable[str] | None = None) -> Inventory:
+    """What the chain reads. With ``scope``, only the pods on those nodes are read (one
+    field-selected list per node), and the operator's cluster-wide pods are not."""
+    cached = _CACHE.setdefault(reader, {})
+    key = None if scope is None else frozenset(scope)
+    inv = cached.get(None) or cached.get(key)  # a full inventory serves any scope
+    if inv is None:
+        inv = cached[key] = _build(reader, key)
     return inv
 
 
-def _build(reader: Reader) -> Inventory:
+def _build(reader: Reader, scope: frozenset[str] | None) -> Inventory:
     inv = Inventory(reader, reader.now())
     inv.nodes = reader.list("Node")
     inv.node_by_name = {name_of(n): n for n in inv.nodes}
@@ -124,7 +128,9 @@ def _build(reader: Reader) -> Inventory:
     validators: dict[str, list[Obj]] = defaultdict(list)
     admission: dict[str, list[Obj]] = defaultdict(list)
     workloads: dict[str, list[Obj]] = defaultdict(list)
-    for pod in reader.list("Pod"):
+    pods = reader.list("Pod") if scope is None else [
+        p for on_node in reader.pods_on(sorted(scope)).values() for p in on_node]
+    for pod in pods:
         spec = pod.get("spec") or {}
         node = spec.get("nodeName") or ""
         phase = (pod.get("status") or {}).get("phase")

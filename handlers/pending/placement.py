@@ -20,7 +20,6 @@ from handlers.gpu import (
     expected_gpu_count,
     gpu_memory_mib,
     gpu_product,
-    is_device_plugin_pod,
     is_gpu_node,
     labels,
     name_of,
@@ -112,9 +111,7 @@ def latest_failed_scheduling(events: Iterable[Obj]) -> tuple[Obj, SchedulingMess
 
 def run_placement(ctx: PendingContext) -> Placement:
     resource, need = ctx.gpu_request
-    plugin_nodes = {p.get("spec", {}).get("nodeName", "") for p in ctx.active_pods
-                    if is_device_plugin_pod(p)}
-    gpu_nodes = {name_of(n) for n in ctx.nodes if is_gpu_node(n, plugin_nodes)}
+    gpu_nodes = {name_of(n) for n in ctx.nodes if is_gpu_node(n, ctx.plugin_nodes)}
     return Placement(ctx.node_fits, resource, need, gpu_nodes,
                      {name_of(n): n for n in ctx.nodes})
 

@@ -40,7 +40,7 @@ from handlers.gpu import (
 from handlers.kube.quantity import QuantityError, fmt_quantity, parse_quantity
 from handlers.kube.resources import pod_requests
 from handlers.model import Finding, ObjectRef, Severity
-from handlers.pending.context import PendingContext
+from handlers.pending.context import ACTIVE, PendingContext
 from handlers.view import Obj
 
 REQUESTS = "requests."
@@ -154,8 +154,8 @@ def _quota_applies(q: Obj, pod: Obj) -> bool:
 def _holders(ctx: PendingContext, resource: str) -> list[tuple[str, float, str]]:
     """(pod, amount, where) for active pods of the namespace that hold ``resource``."""
     out = []
-    for p in ctx.active_pods:
-        if ns_of(p) != ctx.namespace or name_of(p) == ctx.pod_name:
+    for p in ctx.reader.list("Pod", ctx.namespace, field_selector=ACTIVE):
+        if name_of(p) == ctx.pod_name:
             continue
         amount = pod_requests(p).get(resource, 0.0)
         if amount > 0:
