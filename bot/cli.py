@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("quota", help="GPU quota used/hard per namespace, with the holders")
     p.add_argument("namespace", metavar="NS", nargs="?", help="one namespace (default: all)")
     _add_source(p)
+    p = sub.add_parser("serve", help="run the Slack bot (Socket Mode or HTTP) on a snapshot "
+                                     "or a cluster")
+    from bot.serve import add_arguments as add_serve_arguments
+
+    add_serve_arguments(p)
     return parser
 
 
@@ -128,6 +133,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     err = err or sys.stderr
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        from bot.serve import serve
+
+        return serve(args)
     from handlers.why_pending import UsageError
 
     try:

@@ -1,0 +1,163 @@
+"""``gpubot serve``: the Slack bot, on a snapshot or a live cluster.
+
+    gpubot serve --snapshot examples/plugin-crashloop-cuda-mismatch       # Socket Mode
+    gpubot serve --kubeconfig ~/.kube/config --context prod --mode http --port 3000
+
+Settings: flags > environment > ``--config`` YAML file > defaults (``bot.slack.config``).
+Secrets only from the environment: SLACK_BOT_TOKEN, SLACK_APP_TOKEN (Socket Mode),
+SLACK_SIGNING_SECRET (HTTP mode). SIGTERM/SIGINT: stop taking requests, let running
+diagnoses answer, exit 0.
+
+Exit codes: 0 stopped cleanly, 1 the cluster or snapshot cannot be opened, 2 bad settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, TextIO
+
+from handlers.view import ClusterView, ViewError
+
+if TYPE_CHECKING:
+    from bot.slack.config import Settings
+    from bot.slack.server import BotServer
+
+EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+
+log = logging.getLogger("gpubot.serve")
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``serve`` subcommand's flags (bot/cli.py adds the subparser)."""
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--snapshot", metavar="PATH",
+                     help="serve a snapshot (files or a cluster-info dump) instead of a cluster")
+    src.add_argument("--kubeconfig", metavar="FILE",
+                     help="kubeconfig of the live cluster (default: $KUBECONFIG, "
+                          "~/.kube/config, or the in-cluster service account)")
+    p.add_argument("--context", metavar="CTX", help="kubeconfig context (default: current)")
+    p.add_argument("--mode", choices=("socket", "http"),
+                   help="socket: Socket Mode, no public URL (default); http: Slack POSTs "
+                        "to /slack/events")
+    p.add_argument("--host", metavar="H", help="address for /healthz /readyz /metrics "
+                                               "(and /slack/events) (default 127.0.0.1)")
+    p.add_argument("--port", metavar="N", type=int, help="port (default 8080)")
+    p.add_argument("--config", metavar="FILE",
+                   help="YAML settings file (every setting also has an environment variable)")
+    p.add_argument("--log-level", metavar="LEVEL", help="DEBUG, INFO (default), WARNING")
+
+
+def _settings(args: argparse.Namespace, env: dict[str, str]) -> Settings:
+    from bot.slack.config import load_settings
+
+    overrides = {k: getattr(args, k, None) for k in (
+        "snapshot", "kubeconfig", "context", "mode", "host", "port", "log_level")}
+    return load_settings(getattr(args, "config", None), env, overrides).validate()
+
+
+def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | None,
+                                              Callable[[], None]]:
+    """(the view the bot reads, a readiness probe or None, close)."""
+    from bot.slack.reads import SharedReads
+    if settings.snapshot:
+        from bot.snapshot import load_snapshot
+
+        snap = load_snapshot(settings.snapshot)
+        return snap, None, lambda: None
+    from bot.live import open_live_view
+
+    live = open_live_view(settings.kubeconfig, settings.context,
+                          timeout=settings.kube_timeout)
+    if settings.watch:
+        live.watch()
+
+    def probe() -> bool:
+        try:
+            live.get("Namespace", "default")
+        except ViewError as err:
+            # Forbidden still proves the API server answers; unreachable or rejected does not.
+            return type(err).__name__ not in ("ApiUnreachable", "ApiUnauthorized",
+                                              "KubeconfigError")
+        return True
+
+    def close() -> None:
+        if live.cache is not None:
+            live.cache.stop()
+        live.close()
+
+    return SharedReads(live, ttl=settings.coalesce_ttl), probe, close
+
+
+def _logging(level: str, secrets: list[str]) -> None:
+    from bot.slack import redact
+
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    redact.install(secrets)
+
+
+def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
+          err: TextIO | None = None, ready: Callable[[BotServer], None] | None = None,
+          stop: threading.Event | None = None) -> int:
+    """Run until SIGTERM/SIGINT (or ``stop`` is set). ``ready(server)`` is called once
+    serving (tests use it to learn the port)."""
+    err = err or sys.stderr
+    try:
+        from bot.slack.app import SlackBot
+        from bot.slack.config import ConfigError
+        from bot.slack.server import BotServer
+    except ImportError as e:
+        err.write(f"gpubot: serve needs the Slack extras: pip install 'gpubot[slack]' ({e})\n")
+        return EXIT_USAGE
+    try:
+        settings = _settings(args, dict(os.environ) if env is None else env)
+    except ConfigError as e:
+        err.write(f"gpubot: {e}\n")
+        return EXIT_USAGE
+    _logging(settings.log_level, settings.secrets())
+    try:
+        view, probe, close_view = open_cluster(settings)
+    except ViewError as e:
+        err.write(f"gpubot: {e}\n")
+        return EXIT_NOT_FOUND
+    bot = SlackBot(settings, view, cluster_probe=probe)
+    try:
+        server = BotServer(bot)
+    except OSError as e:
+        err.write(f"gpubot: cannot listen on {settings.host}:{settings.port}: {e.strerror}\n")
+        bot.close(0)
+        close_view()
+        return EXIT_USAGE
+    stop = stop or threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        log.info("signal %s: stopping", signal.Signals(signum).name)
+        stop.set()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+    try:
+        server.start()
+    except Exception as e:  # Socket Mode could not connect (bad app token, no network)
+        log.error("cannot start: %s", e)
+        err.write(f"gpubot: cannot connect to Slack: {type(e).__name__}: {e}\n")
+        server.stop(0)
+        close_view()
+        return EXIT_USAGE
+    log.info("gpubot serving %s in %s mode", view.source, settings.mode)
+    if ready is not None:
+        ready(server)
+    stop.wait()
+    server.stop(timeout=max(5.0, min(settings.deadline, 30.0)))
+    close_view()
+    log.info("stopped")
+    return EXIT_OK

@@ -1,0 +1,233 @@
+"""Settings for ``gpubot serve``: defaults < YAML ``--config`` file < environment < flags.
+
+Every setting has an environment variable (the bot runs without a config file). Secrets
+(``SLACK_BOT_TOKEN``, ``SLACK_APP_TOKEN``, ``SLACK_SIGNING_SECRET``) come only from the
+environment: a config file is usually a ConfigMap, not a Secret, so a token found in one is
+refused. ``repr(settings)`` never shows a secret.
+
+    GPUBOT_CHANNEL_NAMESPACES="C012AB3CD=ml-team,research;#gpu-ops=*"
+
+maps channels (by ID, or by name with ``#``) to the namespaces they may query (``*``: all).
+With no map every channel may query every namespace.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from handlers.errors import GpubotError
+
+
+class ConfigError(GpubotError):
+    """A setting is missing or malformed; ``str()`` names it and its variable."""
+
+
+SECRET_ENV = {
+    "bot_token": "SLACK_BOT_TOKEN",
+    "app_token": "SLACK_APP_TOKEN",
+    "signing_secret": "SLACK_SIGNING_SECRET",
+}
+
+# setting -> environment variable (secrets above are environment-only)
+ENV = {
+    "mode": "GPUBOT_SLACK_MODE",
+    "host": "GPUBOT_HOST",
+    "port": "GPUBOT_PORT",
+    "api_url": "SLACK_API_URL",
+    "snapshot": "GPUBOT_SNAPSHOT",
+    "kubeconfig": "GPUBOT_KUBECONFIG",
+    "context": "GPUBOT_CONTEXT",
+    "kube_timeout": "GPUBOT_KUBE_TIMEOUT",
+    "watch": "GPUBOT_WATCH",
+    "workers": "GPUBOT_WORKERS",
+    "queue_size": "GPUBOT_QUEUE_SIZE",
+    "deadline": "GPUBOT_DEADLINE",
+    "max_stuck": "GPUBOT_MAX_STUCK",
+    "http_threads": "GPUBOT_HTTP_THREADS",
+    "rate_limit": "GPUBOT_RATE_LIMIT",
+    "channel_namespaces": "GPUBOT_CHANNEL_NAMESPACES",
+    "restrict_cluster_commands": "GPUBOT_RESTRICT_CLUSTER_COMMANDS",
+    "command": "GPUBOT_SLASH_COMMAND",
+    "slack_retries": "GPUBOT_SLACK_RETRIES",
+    "dedupe_ttl": "GPUBOT_DEDUPE_TTL",
+    "coalesce_ttl": "GPUBOT_COALESCE_TTL",
+    "log_level": "GPUBOT_LOG_LEVEL",
+}
+
+MODES = ("socket", "http")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything ``gpubot serve`` reads. Secrets are hidden from ``repr``."""
+
+    mode: str = "socket"
+    host: str = "127.0.0.1"
+    port: int = 8080
+    api_url: str | None = None  # Slack Web API base, e.g. http://127.0.0.1:9000/api/
+    snapshot: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    kube_timeout: float = 10.0  # per API request
+    watch: bool = True  # live mode: keep a list+watch cache of the hot kinds
+    workers: int = 16  # diagnoses running at once (I/O-bound: they wait on the API server)
+    queue_size: int = 64  # diagnoses waiting for a worker; beyond it: "busy, try again"
+    deadline: float = 60.0  # seconds a diagnosis may take, queue wait excluded
+    max_stuck: int = 8  # hung workers replaced by fresh ones before capacity shrinks
+    http_threads: int = 16  # waitress threads (requests in flight)
+    rate_limit: int = 10  # commands per user per minute; 0 disables
+    channel_namespaces: Mapping[str, frozenset[str]] | None = None  # None: no restriction
+    restrict_cluster_commands: bool = False  # doctor/nodes only where "*" is allowed
+    command: str = "/gpu"
+    slack_retries: int = 3  # 429 and connection-error retries per Web API call
+    dedupe_ttl: float = 600.0
+    coalesce_ttl: float = 5.0  # identical cluster reads within this share one request
+    log_level: str = "INFO"
+    bot_token: str | None = field(default=None, repr=False)
+    app_token: str | None = field(default=None, repr=False)
+    signing_secret: str | None = field(default=None, repr=False)
+
+    def validate(self) -> Settings:
+        if self.mode not in MODES:
+            raise ConfigError(f"mode must be socket or http, not {self.mode!r} "
+                              f"({ENV['mode']}, --mode)")
+        if not self.bot_token:
+            raise ConfigError("no bot token: set SLACK_BOT_TOKEN (xoxb-...)")
+        if self.mode == "socket" and not self.app_token:
+            raise ConfigError("Socket Mode needs an app-level token: set SLACK_APP_TOKEN "
+                              "(xapp-..., scope connections:write), or use --mode http")
+        if self.mode == "http" and not self.signing_secret:
+            raise ConfigError("HTTP mode needs the signing secret: set SLACK_SIGNING_SECRET")
+        if self.snapshot and (self.kubeconfig or self.context):
+            raise ConfigError("give either a snapshot or a kubeconfig/context, not both")
+        for name in ("workers", "queue_size", "http_threads"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1 ({ENV[name]})")
+        if self.deadline <= 0:
+            raise ConfigError(f"deadline must be positive ({ENV['deadline']})")
+        if not self.command.startswith("/"):
+            raise ConfigError(f"command must start with '/' ({ENV['command']})")
+        return self
+
+    def secrets(self) -> list[str]:
+        """The secret values, for log redaction."""
+        return [s for s in (self.bot_token, self.app_token, self.signing_secret) if s]
+
+
+def parse_channel_map(value: Any, where: str) -> dict[str, frozenset[str]] | None:
+    """``"C1=a,b;#ops=*"`` or a mapping ``{C1: [a, b], "#ops": "*"}`` -> {channel: namespaces}.
+
+    An empty string or mapping means "no map" (every channel may query everything)."""
+    if value is None or value == "" or value == {}:
+        return None
+    out: dict[str, frozenset[str]] = {}
+    if isinstance(value, str):
+        for part in value.replace("\n", ";").split(";"):
+            part = part.strip()
+            if not part:
+                continue
+            channel, sep, nss = part.partition("=")
+            if not sep or not channel.strip():
+                raise ConfigError(f"{where}: {part!r} is not CHANNEL=NS[,NS...]")
+            out[channel.strip()] = frozenset(n.strip() for n in nss.split(",") if n.strip())
+        return out or None
+    if isinstance(value, Mapping):
+        for channel, nss in value.items():
+            items = nss.split(",") if isinstance(nss, str) else nss
+            if not isinstance(items, list | tuple) or not all(isinstance(n, str) for n in items):
+                raise ConfigError(f"{where}: channel {channel!r} needs a list of namespaces")
+            out[str(channel).strip()] = frozenset(n.strip() for n in items if n.strip())
+        return out or None
+    raise ConfigError(f"{where}: expected CHANNEL=NS,... or a mapping, got {type(value).__name__}")
+
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    default = getattr(Settings(), name)
+    if name == "channel_namespaces":
+        return parse_channel_map(value, where)
+    if value is None:
+        return None
+    try:
+        if isinstance(default, bool):
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in _TRUE:
+                return True
+            if text in _FALSE:
+                return False
+            raise ValueError(value)
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+    except (TypeError, ValueError):
+        kind = "true/false" if isinstance(default, bool) else type(default).__name__
+        raise ConfigError(f"{where}: {name} must be a {kind}, got {value!r}") from None
+    return str(value)
+
+
+def load_file(path: str | Path) -> dict[str, Any]:
+    """A YAML config file: the setting names above as keys (``-`` or ``_``)."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {p}: {err.strerror}") from err
+    except yaml.YAMLError as err:
+        raise ConfigError(f"config file {p} is not valid YAML: {err}") from err
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p}: expected a mapping of settings")
+    known = {f.name for f in fields(Settings)}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        if name in SECRET_ENV:
+            raise ConfigError(f"config file {p}: {key} is a secret; set {SECRET_ENV[name]} "
+                              "in the environment (from a Kubernetes Secret) instead")
+        if name not in known:
+            raise ConfigError(f"config file {p}: unknown setting {key!r} "
+                              f"(known: {', '.join(sorted(ENV))})")
+        out[name] = _coerce(name, value, f"config file {p}")
+    return out
+
+
+def load_env(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, var in ENV.items():
+        if var in env:
+            out[name] = _coerce(name, env[var], var)
+    for name, var in SECRET_ENV.items():
+        if env.get(var):
+            out[name] = env[var]
+    return out
+
+
+def load_settings(
+    config_file: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Defaults, then the config file, then the environment, then ``overrides`` (flags;
+    None values are ignored). Not validated: call ``.validate()``."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    if config_file is None and env.get("GPUBOT_CONFIG"):
+        config_file = env["GPUBOT_CONFIG"]
+    if config_file:
+        values.update(load_file(config_file))
+    values.update(load_env(env))
+    for name, value in (overrides or {}).items():
+        if value is not None:
+            values[name] = _coerce(name, value, f"--{name.replace('_', '-')}")
+    return replace(Settings(), **values)
