@@ -21,7 +21,7 @@ from handlers.gpu import (
 from handlers.kube.resources import pod_requests
 from handlers.kube.taints import LIFECYCLE_TAINT_KEYS
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
-from handlers.view import Obj, Reader
+from handlers.view import ACTIVE_PODS, Obj, Reader
 
 PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
 
@@ -77,7 +77,7 @@ def run(reader: Reader) -> Diagnosis:
     diag = Diagnosis("nodes", "cluster")
     diag.check("GPU capacity, allocatable and allocation per node")
     nodes = reader.list("Node")
-    pods = reader.list("Pod", field_selector="status.phase!=Succeeded,status.phase!=Failed")
+    pods = reader.list("Pod", field_selector=ACTIVE_PODS)
     plugin_nodes = {p.get("spec", {}).get("nodeName", "") for p in pods
                     if is_device_plugin_pod(p)}
     allocated: dict[str, float] = defaultdict(float)

@@ -39,11 +39,11 @@ from handlers.errors import GpubotError
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.resources import pod_requests
 from handlers.model import Diagnosis, Finding, Severity
-from handlers.view import Obj, Reader
+from handlers.timefmt import age_text, seconds_since
+from handlers.view import ACTIVE_PODS, Obj, Reader
 
 DEFAULT_LIMIT = 50
 # The same selector PendingContext.active_pods uses, so the Reader serves both from one read.
-ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 FAILED_CREATE = "reason=FailedCreate"
 # Kinds whose FailedCreate events mean "a pod of this controller could not be created".
 _CREATING_KINDS = ("ReplicaSet", "StatefulSet", "Job", "Deployment")
@@ -254,25 +254,6 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
 
 
 # ------------------------------------------------------------------------------ diagnosis
-def _seconds(now: datetime, stamp: str) -> int | None:
-    try:
-        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-        return max(int((now - then).total_seconds()), 0)
-    except (ValueError, TypeError):  # no stamp, a bad one, or naive vs aware
-        return None
-
-
-def age_text(seconds: int | None) -> str:
-    if seconds is None:
-        return "?"
-    if seconds < 60:
-        return "<1m"
-    d, rem = divmod(seconds, 86400)
-    h, rem = divmod(rem, 3600)
-    m = rem // 60
-    return f"{d}d{h}h" if d else f"{h}h{m}m" if h else f"{m}m"
-
-
 def _drilldown(w: PendingWorkload) -> str:
     if w.kind == "Pod" or w.kind.lower() not in why_pending.KIND_ALIASES:
         pod = sorted(w.pods, key=name_of)[0] if w.pods else None
@@ -297,7 +278,7 @@ def root_cause(diag: Diagnosis) -> Finding | None:
 
 
 def _row(w: PendingWorkload, now: datetime) -> dict[str, Any]:
-    secs = _seconds(now, w.since())
+    secs = seconds_since(now, w.since())
     pods = sorted(w.pods, key=name_of)
     return {
         "workload": w.workload, "kind": w.kind, "name": w.name, "namespace": w.namespace,

@@ -44,8 +44,8 @@ from handlers.kube.resources import is_best_effort, pod_requests
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.pending.context import PendingContext
 from handlers.pending.quota import EXCEEDED_RE, check_requests_limits_unequal
-from handlers.pending_all import ACTIVE_PODS, FAILED_CREATE, PendingWorkload, find_pending
-from handlers.view import Obj, Reader
+from handlers.pending_all import FAILED_CREATE, PendingWorkload, find_pending
+from handlers.view import ACTIVE_PODS, Obj, Reader
 
 REQUESTS = "requests."
 LIMITS = "limits."

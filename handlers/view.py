@@ -18,6 +18,9 @@ from typing import Any, Protocol
 
 Obj = dict[str, Any]
 
+# Pods that hold node resources: what the scheduler counts (a field selector every view takes).
+ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
+
 CLUSTER_SCOPED = frozenset(
     {"Node", "Namespace", "PriorityClass", "RuntimeClass", "PersistentVolume", "ClusterPolicy"}
 )

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from datetime import datetime
 
 from handlers.errors import GpubotError, TargetNotFound
 from handlers.gpu import name_of
@@ -18,6 +17,7 @@ from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.pending import placement, queueing, quota, spec
 from handlers.pending.context import PendingContext
+from handlers.timefmt import age_text, seconds_since
 from handlers.view import Obj, Reader, ViewError
 
 KIND_ALIASES = {
@@ -299,9 +299,9 @@ def _not_pending(reader: Reader, ctx: PendingContext) -> Finding:
     node = ctx.pod.get("spec", {}).get("nodeName") or "no node"
     evidence = [f"status.phase: {phase}", f"spec.nodeName: {node}",
                 f"status.startTime: {_since(ctx.pod)}"]
-    age = _age(reader.now(), _since(ctx.pod))
-    if age:
-        evidence.append(f"running for {age}")
+    age = seconds_since(reader.now(), _since(ctx.pod))
+    if age is not None:
+        evidence.append(f"running for {age_text(age)}")
     return Finding(
         "POD_NOT_PENDING", Severity.INFO,
         f"The pod is not pending: {phase} on node {node} since {_since(ctx.pod)}.",
@@ -309,20 +309,6 @@ def _not_pending(reader: Reader, ctx: PendingContext) -> Finding:
         tuple(evidence),
         f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}",
     )
-
-
-def _age(now: datetime, stamp: str) -> str:
-    try:
-        then = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
-    except ValueError:
-        return ""
-    secs = int((now - then).total_seconds())
-    if secs < 0:
-        return ""
-    d, rem = divmod(secs, 86400)
-    h, rem = divmod(rem, 3600)
-    m = rem // 60
-    return f"{d}d{h}h" if d else f"{h}h{m}m" if h else f"{m}m"
 
 
 def _bound_but_pending(ctx: PendingContext) -> list[Finding]:

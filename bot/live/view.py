@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from bot.snapshot.events import event_time, involved_key
+from bot.snapshot.logs import join_parts, termination_messages
 from handlers.kube.selectors import SelectorError
 from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 
@@ -169,7 +170,7 @@ class LiveView:
         ran = _ran(pod_obj)
         names = [container] if container else [n for n in _container_names(pod_obj)
                                               if n in ran]
-        messages = _termination_messages(pod_obj)
+        messages = termination_messages(pod_obj)
         parts: builtins.list[str] = []
         for name in names:
             texts: builtins.list[str] = []
@@ -182,7 +183,7 @@ class LiveView:
             parts.extend(texts)
             parts.extend(m for m in messages.get(name, [])
                          if not any(m.strip() in t for t in texts))
-        return _join(parts) if parts else None
+        return join_parts(parts) if parts else None
 
     def now(self) -> datetime:
         """The API server's clock when it answered anything (one GET /version if nothing
@@ -453,26 +454,6 @@ def _ran(pod: Obj) -> dict[str, tuple[bool, bool]]:
                 out[str(cs.get("name", ""))] = (before, now)
     return out
 
-
-def _termination_messages(pod: Obj) -> dict[str, builtins.list[str]]:
-    """``lastState``/``state.terminated.message`` per container, oldest first (as snapshot
-    logs count them as log text)."""
-    out: dict[str, builtins.list[str]] = {}
-    status = pod.get("status") or {}
-    for key in _STATUS_LISTS:
-        for cs in _dicts(status.get(key)):
-            for state_key in ("lastState", "state"):
-                state = cs.get(state_key)
-                term = state.get("terminated") if isinstance(state, dict) else None
-                msg = term.get("message") if isinstance(term, dict) else None
-                if isinstance(msg, str) and msg.strip():
-                    out.setdefault(str(cs.get("name", "")), []).append(msg)
-    return out
-
-
-def _join(parts: builtins.list[str]) -> str:
-    return "".join(p if p.endswith("\n") or i == len(parts) - 1 else p + "\n"
-                   for i, p in enumerate(parts))
 
 
 __all__ = ["ListKey", "LiveView", "open_live_view"]

@@ -126,7 +126,7 @@ class LogStore:
         # A plain logs.txt does not say which container wrote it: it answers for any.
         if container is None or not parts:
             parts.extend(self._plain.get(key, []))
-        return _join(parts) if parts else None
+        return join_parts(parts) if parts else None
 
     def _read_dirs(self, key: tuple[str, str]) -> None:
         if key in self._dirs_read:
@@ -214,7 +214,8 @@ def _with_messages(texts: list[str], messages: list[str]) -> list[str]:
     return texts + [m for m in messages if not any(m.strip() in t for t in texts)]
 
 
-def _join(parts: list[str]) -> str:
+def join_parts(parts: list[str]) -> str:
+    """Log pieces as one text, each ending in a newline but the last."""
     return "".join(p if p.endswith("\n") or i == len(parts) - 1 else p + "\n"
                    for i, p in enumerate(parts))
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from handlers.gpu import name_of, ns_of
 from handlers.model import ObjectRef
+from handlers.timefmt import age_text, parse_time
 
 Obj = dict[str, Any]
 
@@ -33,16 +34,6 @@ CREATING = "creating"  # ContainerCreating: sandbox, mounts, runtime handler
 UNREADY = "unready"  # running, readiness/startup probe failing
 UNSCHEDULED = "unscheduled"
 _KIND_ORDER = [IMAGE_PULL, CRASHLOOP, CREATE_ERROR, UNSCHEDULED, BLOCKED, CREATING, UNREADY]
-
-
-def parse_time(value: object) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo else t.replace(tzinfo=UTC)
 
 
 def aware(t: datetime) -> datetime:
@@ -161,12 +152,7 @@ class PodState:
 
 
 def fmt_age(age: timedelta) -> str:
-    secs = int(age.total_seconds())
-    if secs >= 86400:
-        return f"{secs // 86400}d"
-    if secs >= 3600:
-        return f"{secs // 3600}h"
-    return f"{max(secs // 60, 0)}m"
+    return age_text(age.total_seconds())
 
 
 def _last_exit(cs: Obj) -> tuple[str, str]:

@@ -17,9 +17,8 @@ from handlers.gpu import (
 )
 from handlers.kube.resources import is_terminated, pod_requests
 from handlers.scheduler.filters import NodeFit, simulate
-from handlers.view import Obj, Reader
+from handlers.view import ACTIVE_PODS, Obj, Reader
 
-ACTIVE = "status.phase!=Succeeded,status.phase!=Failed"
 # Read pods node by node when the nodes that matter are at most this fraction of all nodes.
 SCOPE_FRACTION = 4
 
@@ -58,7 +57,7 @@ class PendingContext:
     @cached_property
     def active_pods(self) -> list[Obj]:
         """Non-terminated pods in the cluster: the ones that hold node resources."""
-        return self.reader.list("Pod", field_selector=ACTIVE)
+        return self.reader.list("Pod", field_selector=ACTIVE_PODS)
 
     @cached_property
     def pod_scope(self) -> list[str] | None:

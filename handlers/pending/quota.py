@@ -40,8 +40,8 @@ from handlers.gpu import (
 from handlers.kube.quantity import QuantityError, fmt_quantity, parse_quantity
 from handlers.kube.resources import pod_requests
 from handlers.model import Finding, ObjectRef, Severity
-from handlers.pending.context import ACTIVE, PendingContext
-from handlers.view import Obj
+from handlers.pending.context import PendingContext
+from handlers.view import ACTIVE_PODS, Obj
 
 REQUESTS = "requests."
 LIMITS = "limits."
@@ -154,7 +154,7 @@ def _quota_applies(q: Obj, pod: Obj) -> bool:
 def _holders(ctx: PendingContext, resource: str) -> list[tuple[str, float, str]]:
     """(pod, amount, where) for active pods of the namespace that hold ``resource``."""
     out = []
-    for p in ctx.reader.list("Pod", ctx.namespace, field_selector=ACTIVE):
+    for p in ctx.reader.list("Pod", ctx.namespace, field_selector=ACTIVE_PODS):
         if name_of(p) == ctx.pod_name:
             continue
         amount = pod_requests(p).get(resource, 0.0)
