@@ -17,6 +17,11 @@ class TargetNotFound(GpubotError):
         super().__init__(message)
         self.suggestions = list(suggestions)
 
+    def __str__(self) -> str:
+        text = super().__str__()
+        missing = [s for s in self.suggestions if s not in text]
+        return f"{text}; did you mean {', '.join(missing)}?" if missing else text
+
 
 def close_names(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     """Names that look like ``name`` (typos, a missing suffix), best first."""
@@ -25,4 +30,12 @@ def close_names(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     if len(close) < n:
         # A short name given for a long one (`gpu-7` for `gpu-node-7`): substring matches.
         close += [c for c in pool if name and name in c and c not in close][: n - len(close)]
-    return close
+    if len(close) < n and name:
+        # A typo in a name given without its suffix (`ip-10-18-1-3` for
+        # `ip-10-18-1-2.ec2.internal`): compare with the candidates cut to the same length.
+        heads: dict[str, list[str]] = {}
+        for c in pool:
+            heads.setdefault(c[:len(name)], []).append(c)
+        for head in difflib.get_close_matches(name, list(heads), n=n, cutoff=0.8):
+            close += [c for c in heads[head] if c not in close]
+    return close[:n]

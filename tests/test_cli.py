@@ -158,3 +158,19 @@ def test_forbidden_read_is_listed_as_not_checked(tmp_path: Path) -> None:
     data = json.loads(out)
     assert any("resourcequotas" in u and "403" in u for u in data["unchecked"])
     assert "TAINT_NOT_TOLERATED" in [f["code"] for f in data["findings"]]
+
+
+def test_mistyped_snapshot_path_suggests_the_real_one() -> None:
+    code, _, err = run("nodes", "--snapshot", str(SCEN / "taint-not-tolerate"))
+    assert code == EXIT_NOT_FOUND
+    assert str(SCEN / "taint-not-tolerated") in err
+
+
+def test_mistyped_node_suggests_close_names() -> None:
+    from bot.snapshot import load_snapshot
+
+    name = load_snapshot(TAINT).list("Node")[0]["metadata"]["name"]
+    typo = name[:-1] + ("x" if name[-1] != "x" else "y")
+    code, _, err = run("doctor", typo, "--snapshot", str(TAINT))
+    assert code == EXIT_NOT_FOUND
+    assert name in err

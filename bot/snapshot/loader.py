@@ -38,7 +38,7 @@ def load_snapshot(path: str | Path) -> SnapshotView:
     """Read a snapshot file or directory. Raises SnapshotError when there is nothing."""
     root = Path(path)
     if not root.exists():
-        raise SnapshotError(f"snapshot {path}: no such file or directory")
+        raise SnapshotError(f"snapshot {path}: no such file or directory" + _near(Path(path)))
     loader = _Loader()
     with _no_cyclic_gc():
         if root.is_dir():
@@ -401,3 +401,16 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return entry.is_dir()
     except OSError:
         return False
+
+
+def _near(path: Path) -> str:
+    """"; did you mean ..." naming siblings of a mistyped path, or nothing."""
+    import difflib
+
+    try:
+        siblings = [p.name for p in (path.parent if str(path.parent) else Path(".")).iterdir()]
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, siblings, n=3, cutoff=0.5)
+    close += [s for s in siblings if path.name and s.startswith(path.name) and s not in close]
+    return f"; did you mean {', '.join(str(path.parent / c) for c in close[:3])}?" if close else ""
