@@ -100,7 +100,10 @@ def open_view(args: argparse.Namespace, err: TextIO) -> ClusterView:
     if not args.snapshot:
         from bot.live import open_live_view
 
-        return open_live_view(args.kubeconfig, args.context, timeout=args.timeout)
+        live = open_live_view(args.kubeconfig, args.context, timeout=args.timeout)
+        if err.isatty():  # a large cluster takes seconds: say what is happening
+            err.write(f"gpubot: reading {live.source} ...\n")
+        return live
     from bot.snapshot import load_snapshot
 
     start = time.monotonic()
