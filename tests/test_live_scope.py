@@ -61,3 +61,20 @@ def test_gpu_pod_reads_only_gpu_nodes_pods(tmp_path: Path) -> None:
                   if q.get("fieldSelector", [""])[0].startswith("spec.nodeName=")}
     assert read_nodes == {"ip-10-0-21-14.ec2.internal", "ip-10-0-22-9.ec2.internal",
                           "ip-10-0-23-201.ec2.internal"}
+
+
+def test_doctor_reads_only_gpu_nodes_pods_and_the_operator_namespace(tmp_path: Path) -> None:
+    snap = _grown(tmp_path)
+    from handlers import doctor
+
+    expected = doctor.run(Reader(load_snapshot(snap)))
+    with FakeKube(snap) as fk:
+        view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kc")), timeout=5)
+        got = doctor.run(Reader(view))
+        paths = [urlsplit(r.path) for r in fk.requests]
+    assert got.codes == expected.codes
+    assert got.details["rows"] == expected.details["rows"]
+    all_pods = [p for p in paths if p.path == "/api/v1/pods" and "labelSelector" not in
+                parse_qs(p.query) and not parse_qs(p.query).get("fieldSelector", [""])[0]
+                .startswith("spec.nodeName=")]
+    assert all_pods == []

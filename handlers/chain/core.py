@@ -15,7 +15,12 @@ from handlers.chain.daemonsets import (
     runtimeclass_issue,
 )
 from handlers.chain.fixes import CRIT, WARN, Where, fix
-from handlers.chain.inventory import Inventory, build_inventory
+from handlers.chain.inventory import (
+    SCOPE_FRACTION,
+    Inventory,
+    build_inventory,
+    device_plugin_nodes,
+)
 from handlers.chain.model import (
     ALL_CHECKS,
     CHECK_POD_SECURITY,
@@ -181,15 +186,26 @@ def _sharing_findings(ctx: ChainContext, scope: list[Obj]) -> list[Finding]:
     return out
 
 
+def _inventory_of_gpu_nodes(reader: Reader) -> Inventory:
+    """On a cluster where GPU nodes are few, read only their pods; else every pod once."""
+    all_nodes = reader.list("Node")
+    labelled = [n for n in all_nodes if is_chain_node(n, set())]
+    if len(labelled) * SCOPE_FRACTION > len(all_nodes):
+        return build_inventory(reader)
+    plugin_nodes = device_plugin_nodes(reader)
+    return build_inventory(reader, [name_of(n) for n in all_nodes
+                                    if is_chain_node(n, plugin_nodes)])
+
+
 def check_chain(reader: Reader, nodes: list[Obj] | None = None) -> ChainReport:
     """Run the discovery chain over ``nodes`` (None: every GPU node)."""
-    inv: Inventory = build_inventory(
-        reader, None if nodes is None else [name_of(n) for n in nodes])
-    plugin_nodes = inv.plugin_nodes
     if nodes is None:
-        scope = [n for n in inv.nodes if is_chain_node(n, plugin_nodes)]
+        inv = _inventory_of_gpu_nodes(reader)
+        scope = [n for n in inv.nodes if is_chain_node(n, inv.plugin_nodes)]
     else:
+        inv = build_inventory(reader, [name_of(n) for n in nodes])
         scope = list(nodes)
+    plugin_nodes = inv.plugin_nodes
     ctx = ChainContext(reader, inv, inv.now)
     checks: list[str] = []
     findings: list[Finding] = []

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from handlers.gpu import (
+    DEVICE_PLUGIN_APPS,
     is_device_plugin_pod,
     is_operator_controller,
     name_of,
@@ -27,6 +28,11 @@ from handlers.view import Reader
 Obj = dict[str, Any]
 
 _TERMINAL = ("Succeeded", "Failed")
+PLUGIN_SELECTORS = tuple(f"{key} in ({','.join(DEVICE_PLUGIN_APPS)})"
+                         for key in ("app", "app.kubernetes.io/name"))
+# Read pods node by node when the nodes that matter are at most 1/SCOPE_FRACTION of all
+# nodes; otherwise one list of every pod is cheaper.
+SCOPE_FRACTION = 4
 _FAILING_WAIT = frozenset({"CrashLoopBackOff", "RunContainerError", "CreateContainerError",
                            "StartError", "CreateContainerConfigError"})
 
@@ -110,7 +116,8 @@ _CACHE: weakref.WeakKeyDictionary[Reader, dict[frozenset[str] | None, Inventory]
 
 def build_inventory(reader: Reader, scope: Iterable[str] | None = None) -> Inventory:
     """What the chain reads. With ``scope``, only the pods on those nodes are read (one
-    field-selected list per node), and the operator's cluster-wide pods are not."""
+    field-selected list per node) and, for the operator's own controller, the pods of the
+    operator's namespaces."""
     cached = _CACHE.setdefault(reader, {})
     key = None if scope is None else frozenset(scope)
     inv = cached.get(None) or cached.get(key)  # a full inventory serves any scope
@@ -119,50 +126,23 @@ def build_inventory(reader: Reader, scope: Iterable[str] | None = None) -> Inven
     return inv
 
 
+def device_plugin_nodes(reader: Reader) -> set[str]:
+    """Nodes running a device-plugin pod, found by the labels the plugin's charts set:
+    two label-selected lists instead of every pod of the cluster."""
+    nodes = set()
+    for selector in PLUGIN_SELECTORS:
+        for p in reader.list("Pod", label_selector=selector):
+            node = (p.get("spec") or {}).get("nodeName")
+            if node and is_device_plugin_pod(p) and (p.get("status") or {}).get(
+                    "phase") not in _TERMINAL:
+                nodes.add(str(node))
+    return nodes
+
+
 def _build(reader: Reader, scope: frozenset[str] | None) -> Inventory:
     inv = Inventory(reader, reader.now())
     inv.nodes = reader.list("Node")
     inv.node_by_name = {name_of(n): n for n in inv.nodes}
-    plugin: dict[str, list[Obj]] = defaultdict(list)
-    comps: dict[str, dict[str, list[Obj]]] = defaultdict(lambda: defaultdict(list))
-    validators: dict[str, list[Obj]] = defaultdict(list)
-    admission: dict[str, list[Obj]] = defaultdict(list)
-    workloads: dict[str, list[Obj]] = defaultdict(list)
-    pods = reader.list("Pod") if scope is None else [
-        p for on_node in reader.pods_on(sorted(scope)).values() for p in on_node]
-    for pod in pods:
-        spec = pod.get("spec") or {}
-        node = spec.get("nodeName") or ""
-        phase = (pod.get("status") or {}).get("phase")
-        if node and phase == "Failed" and _admission_failed(pod):
-            admission[node].append(pod)
-            continue
-        if is_device_plugin_pod(pod):
-            if node and phase not in _TERMINAL:
-                plugin[node].append(pod)
-            continue
-        comp = operator_component(pod)
-        if comp is None and is_operator_controller(pod):
-            comp = "operator"
-        if comp is not None:
-            kinds = {r.get("kind") for r in (pod.get("metadata") or {}).get(
-                "ownerReferences") or []}
-            if "DaemonSet" in kinds and node:
-                if phase not in _TERMINAL:
-                    comps[node][comp].append(pod)
-            elif comp == "validator" and node:
-                if phase == "Failed":
-                    validators[node].append(pod)
-            elif phase not in _TERMINAL:
-                inv.cluster_pods.append((comp, pod))
-            continue
-        if node and _workload_failing(pod) and requests_gpu(pod):
-            workloads[node].append(pod)
-    inv.plugin_pods = dict(plugin)
-    inv.component_pods = {n: dict(c) for n, c in comps.items()}
-    inv.failed_validators = dict(validators)
-    inv.admission_failed = dict(admission)
-    inv.failing_gpu_workloads = dict(workloads)
     inv.daemonsets = reader.list("DaemonSet")
     for ds in inv.daemonsets:
         tp = _template_pod(ds)
@@ -173,7 +153,74 @@ def _build(reader: Reader, scope: frozenset[str] | None) -> Inventory:
         if comp is not None:
             inv.component_daemonsets.append((comp, ds))
     inv.cluster_policies = reader.list("ClusterPolicy")
+    sorter = _Sorter(inv)
+    if scope is None:
+        for pod in reader.list("Pod"):
+            sorter.add(pod)
+    else:
+        for on_node in reader.pods_on(sorted(scope)).values():
+            for pod in on_node:
+                sorter.add(pod)
+        namespaces = {ns_of(ds) for ds in inv.plugin_daemonsets} | {
+            ns_of(ds) for _, ds in inv.component_daemonsets}
+        for ns in sorted(namespaces):
+            for pod in reader.list("Pod", ns):
+                if (pod.get("spec") or {}).get("nodeName") not in scope:
+                    sorter.add(pod, cluster_only=True)
+    sorter.done()
     return inv
+
+
+class _Sorter:
+    """Puts each pod where the chain looks for it."""
+
+    def __init__(self, inv: Inventory) -> None:
+        self.inv = inv
+        self.plugin: dict[str, list[Obj]] = defaultdict(list)
+        self.comps: dict[str, dict[str, list[Obj]]] = defaultdict(lambda: defaultdict(list))
+        self.validators: dict[str, list[Obj]] = defaultdict(list)
+        self.admission: dict[str, list[Obj]] = defaultdict(list)
+        self.workloads: dict[str, list[Obj]] = defaultdict(list)
+
+    def add(self, pod: Obj, *, cluster_only: bool = False) -> None:
+        """``cluster_only``: a pod off the scoped nodes, kept only if it is one of the
+        operator's cluster-wide pods (its controller, NFD master)."""
+        spec = pod.get("spec") or {}
+        node = spec.get("nodeName") or ""
+        phase = (pod.get("status") or {}).get("phase")
+        if node and phase == "Failed" and _admission_failed(pod):
+            if not cluster_only:
+                self.admission[node].append(pod)
+            return
+        if is_device_plugin_pod(pod):
+            if node and phase not in _TERMINAL and not cluster_only:
+                self.plugin[node].append(pod)
+            return
+        comp = operator_component(pod)
+        if comp is None and is_operator_controller(pod):
+            comp = "operator"
+        if comp is not None:
+            kinds = {r.get("kind") for r in (pod.get("metadata") or {}).get(
+                "ownerReferences") or []}
+            if "DaemonSet" in kinds and node:
+                if phase not in _TERMINAL and not cluster_only:
+                    self.comps[node][comp].append(pod)
+            elif comp == "validator" and node:
+                if phase == "Failed" and not cluster_only:
+                    self.validators[node].append(pod)
+            elif phase not in _TERMINAL:
+                self.inv.cluster_pods.append((comp, pod))
+            return
+        if node and not cluster_only and _workload_failing(pod) and requests_gpu(pod):
+            self.workloads[node].append(pod)
+
+    def done(self) -> None:
+        inv = self.inv
+        inv.plugin_pods = dict(self.plugin)
+        inv.component_pods = {n: dict(c) for n, c in self.comps.items()}
+        inv.failed_validators = dict(self.validators)
+        inv.admission_failed = dict(self.admission)
+        inv.failing_gpu_workloads = dict(self.workloads)
 
 
 def template_pod(ds: Obj) -> Obj:

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from handlers.chain.inventory import SCOPE_FRACTION, device_plugin_nodes
 from handlers.gpu import (
-    DEVICE_PLUGIN_APPS,
     GPU_RESOURCE,
     is_device_plugin_pod,
     is_gpu_node,
@@ -18,9 +18,6 @@ from handlers.gpu import (
 from handlers.kube.resources import is_terminated, pod_requests
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.view import ACTIVE_PODS, Obj, Reader
-
-# Read pods node by node when the nodes that matter are at most this fraction of all nodes.
-SCOPE_FRACTION = 4
 
 
 def main_gpu_request(pod: Obj) -> tuple[str | None, float]:
@@ -90,15 +87,10 @@ class PendingContext:
     @cached_property
     def plugin_nodes(self) -> set[str]:
         """Nodes running a device-plugin pod."""
-        if self.pod_scope is None:
-            pods = self.active_pods
-        else:
-            pods = [p for key in ("app", "app.kubernetes.io/name")
-                    for p in self.reader.list("Pod", label_selector=(
-                        f"{key} in ({','.join(DEVICE_PLUGIN_APPS)})"))]
-        return {str(p.get("spec", {}).get("nodeName")) for p in pods
-                if is_device_plugin_pod(p) and p.get("spec", {}).get("nodeName")
-                and not is_terminated(p)}
+        if self.pod_scope is not None:
+            return device_plugin_nodes(self.reader)
+        return {str(p.get("spec", {}).get("nodeName")) for p in self.active_pods
+                if is_device_plugin_pod(p) and p.get("spec", {}).get("nodeName")}
 
     @cached_property
     def gpu_request(self) -> tuple[str | None, float]:
