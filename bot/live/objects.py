@@ -12,7 +12,8 @@ LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 def prepare(info: KindInfo, items: list[Obj], api_version: str = "") -> list[Obj]:
     """In place, and returned: ``kind`` and ``apiVersion`` set (list items lack them),
-    ``metadata.managedFields`` dropped (``kubectl get -o json`` hides them too), Events
+    ``metadata.managedFields`` dropped (``kubectl get -o json`` hides them too), a Node's
+    ``status.images`` dropped (unread, a third of its size), Events
     filled in to the core/v1 shape (``bot.snapshot.events.normalise_event``)."""
     version = api_version or info.api_version
     for item in items:
@@ -21,6 +22,9 @@ def prepare(info: KindInfo, items: list[Obj], api_version: str = "") -> list[Obj
         meta = item.get("metadata")
         if isinstance(meta, dict):
             meta.pop("managedFields", None)
+        if info.kind == "Node" and isinstance(item.get("status"), dict):
+            # The node's image list is a third of its JSON and no diagnosis reads it.
+            item["status"].pop("images", None)
         if info.kind == "Event":
             normalise_event(item)
     return items

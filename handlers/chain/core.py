@@ -194,7 +194,7 @@ def _inventory_of_gpu_nodes(reader: Reader) -> Inventory:
         return build_inventory(reader)
     plugin_nodes = device_plugin_nodes(reader)
     return build_inventory(reader, [name_of(n) for n in all_nodes
-                                    if is_chain_node(n, plugin_nodes)])
+                                    if is_chain_node(n, plugin_nodes)], cluster_pods=True)
 
 
 def check_chain(reader: Reader, nodes: list[Obj] | None = None) -> ChainReport:

@@ -110,16 +110,19 @@ class Inventory:
 
 # Inventories per Reader and node scope: why-pending may ask the chain about several node
 # sets, and a Reader's reads never change during a diagnosis.
-_CACHE: weakref.WeakKeyDictionary[Reader, dict[frozenset[str] | None, Inventory]] = (
+_Key = tuple[frozenset[str], bool] | None
+_CACHE: weakref.WeakKeyDictionary[Reader, dict[_Key, Inventory]] = (
     weakref.WeakKeyDictionary())
 
 
-def build_inventory(reader: Reader, scope: Iterable[str] | None = None) -> Inventory:
+def build_inventory(reader: Reader, scope: Iterable[str] | None = None, *,
+                    cluster_pods: bool = False) -> Inventory:
     """What the chain reads. With ``scope``, only the pods on those nodes are read (one
-    field-selected list per node) and, for the operator's own controller, the pods of the
-    operator's namespaces."""
+    field-selected list per node); ``cluster_pods`` adds the pods of the operator's
+    namespaces, for its own controller (a whole-cluster doctor wants it, the chain of a
+    few nodes does not)."""
     cached = _CACHE.setdefault(reader, {})
-    key = None if scope is None else frozenset(scope)
+    key = None if scope is None else (frozenset(scope), cluster_pods)
     inv = cached.get(None) or cached.get(key)  # a full inventory serves any scope
     if inv is None:
         inv = cached[key] = _build(reader, key)
@@ -139,7 +142,7 @@ def device_plugin_nodes(reader: Reader) -> set[str]:
     return nodes
 
 
-def _build(reader: Reader, scope: frozenset[str] | None) -> Inventory:
+def _build(reader: Reader, key: _Key) -> Inventory:
     inv = Inventory(reader, reader.now())
     inv.nodes = reader.list("Node")
     inv.node_by_name = {name_of(n): n for n in inv.nodes}
@@ -154,16 +157,17 @@ def _build(reader: Reader, scope: frozenset[str] | None) -> Inventory:
             inv.component_daemonsets.append((comp, ds))
     inv.cluster_policies = reader.list("ClusterPolicy")
     sorter = _Sorter(inv)
-    if scope is None:
+    if key is None:
         for pod in reader.list("Pod"):
             sorter.add(pod)
     else:
+        scope, with_cluster_pods = key
         for on_node in reader.pods_on(sorted(scope)).values():
             for pod in on_node:
                 sorter.add(pod)
         namespaces = {ns_of(ds) for ds in inv.plugin_daemonsets} | {
             ns_of(ds) for _, ds in inv.component_daemonsets}
-        for ns in sorted(namespaces):
+        for ns in sorted(namespaces) if with_cluster_pods else ():
             for pod in reader.list("Pod", ns):
                 if (pod.get("spec") or {}).get("nodeName") not in scope:
                     sorter.add(pod, cluster_only=True)
