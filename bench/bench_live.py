@@ -9,7 +9,8 @@ at most 600 MB, and why-pending on a warm watch cache has a median under 100 ms.
 
 One run:
 
-1. generates the cluster if missing (``bench/gen_cluster.py``; cached under ``bench/data/``);
+1. generates the cluster if missing (``bench/gen_snapshot.py --gpu-nodes``; cached under
+   ``bench/data/``);
 2. starts the fake API server on it in a subprocess and waits for its ``ready`` line;
 3. baseline: ``kubectl get nodes,pods -A -o json`` through the fake, then ``json.loads`` of
    its output, in one child process (without kubectl: a Python child that pages
@@ -804,7 +805,7 @@ def ensure_data(a: argparse.Namespace, data: Path) -> None:
     proc = spawn(
         [
             sys.executable,
-            str(BENCH / "gen_cluster.py"),
+            str(BENCH / "gen_snapshot.py"),
             str(data),
             "--nodes",
             str(a.nodes),
@@ -820,7 +821,7 @@ def ensure_data(a: argparse.Namespace, data: Path) -> None:
     code = proc.wait()
     _CHILDREN.remove(proc)
     if code != 0:
-        raise RuntimeError(f"gen_cluster.py exited {code}")
+        raise RuntimeError(f"gen_snapshot.py exited {code}")
     print(f"generated in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
 
 
