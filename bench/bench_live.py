@@ -53,6 +53,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+# Shared with the snapshot benchmark beside this file (the script's directory is on sys.path).
+from bench_snapshot import cli_command, finding_codes
+
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 DEFAULT_NODES, DEFAULT_GPU_NODES, DEFAULT_PODS, DEFAULT_SEED = 5000, 1000, 150_000, 1
@@ -553,34 +556,6 @@ def find_kubectl(explicit: str | None) -> str | None:
     if os.access("/usr/bin/kubectl", os.X_OK):
         return "/usr/bin/kubectl"
     return shutil.which("kubectl")
-
-
-def cli_command(explicit: str | None) -> list[str]:
-    if explicit:
-        return shlex.split(explicit)
-    beside = Path(sys.executable).parent / "gpubot"
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("gpubot")
-    return [found] if found else [sys.executable, "-m", "bot.cli"]
-
-
-def finding_codes(doc: Any) -> list[str]:
-    out: list[str] = []
-
-    def walk(x: Any) -> None:
-        if isinstance(x, dict):
-            code = x.get("code")
-            if isinstance(code, str) and code.isupper() and ("severity" in x or "summary" in x):
-                out.append(code)
-            for v in x.values():
-                walk(v)
-        elif isinstance(x, list):
-            for v in x:
-                walk(v)
-
-    walk(doc)
-    return list(dict.fromkeys(out))
 
 
 # -- warm: a child process holding the watch cache --------------------------------------------
