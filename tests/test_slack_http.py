@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import threading
 import time
 from typing import Any
@@ -13,6 +14,7 @@ import pytest
 
 from bot.slack.blocks import validate
 from bot.slack.redact import RedactingFilter
+from bot.slack.server import BotServer
 from handlers.view import ClusterView, Obj
 from tests.fake_slack.harness import APP_TOKEN, BOT_TOKEN, SECRET, BotHarness
 from tests.fake_slack.server import Call
@@ -367,3 +369,27 @@ def test_a_cut_answer_gets_the_full_report_attached_in_its_thread(h: BotHarness)
     assert done.params["channel_id"] == "C0CHAN1" and done.params["thread_ts"] == card_ts
     report = max(h.slack.uploads.values(), key=len).decode()
     assert "finding 119" in report  # the whole report, nothing cut
+
+
+def _refuses(url: str) -> bool:
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    with socket.socket() as s:
+        return s.connect_ex((host, int(port))) != 0
+
+
+def test_the_server_stops_and_frees_its_port_even_if_waitress_closed_its_wake_up_pipe() -> None:
+    h = BotHarness(CRASHLOOP).start()
+    assert h.server is not None and h.get("/healthz")[0] == 200
+    h.server.server.trigger.close()  # what waitress does to it after an error in its loop
+    h.stop()
+    assert h.server._thread is not None and not h.server._thread.is_alive()
+    assert _refuses(h.url)
+
+
+def test_a_server_that_never_started_frees_its_port() -> None:
+    with BotHarness(CRASHLOOP) as h:
+        assert h.bot is not None
+        idle = BotServer(h.bot, host="127.0.0.1", port=0)
+        assert not _refuses(idle.url)
+        idle.stop(timeout=1)
+        assert _refuses(idle.url)

@@ -32,6 +32,7 @@ log = logging.getLogger("gpubot.server")
 
 EVENTS_PATH = "/slack/events"
 MAX_BODY = 1 << 20  # Slack payloads are a few KB
+LOOP_TIMEOUT = 0.5  # seconds; bounds how long stop() waits if the wake-up pipe is gone
 
 
 class WSGIApp:
@@ -103,8 +104,7 @@ class BotServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> BotServer:
-        self._thread = threading.Thread(target=self.server.run, name="gpubot-http",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._serve, name="gpubot-http", daemon=True)
         self._thread.start()
         log.info("serving /healthz /readyz /metrics%s on %s",
                  f" {EVENTS_PATH}" if self.bot.settings.mode == "http" else "", self.url)
@@ -115,14 +115,34 @@ class BotServer:
             self.bot.check_slack()
         return self
 
+    def _serve(self) -> None:
+        """waitress's I/O loop, one poll at a time so that ``stop`` needs no cross-thread call.
+
+        waitress's own ``run`` only ends when its map is emptied, which from another thread
+        means writing to its wake-up pipe; if waitress has closed that pipe after an error,
+        the write fails and the server never stops. Here the loop checks ``stopped`` and
+        closes every socket itself, in the thread that owns them.
+        """
+        srv = self.server
+        try:
+            while srv._map and not self.stopped.is_set():
+                wasyncore.loop(timeout=LOOP_TIMEOUT, map=srv._map, count=1)
+        finally:
+            wasyncore.close_all(srv._map)
+
     def stop(self, timeout: float = 10.0) -> None:
         """Stop taking requests, let running diagnoses answer (up to ``timeout``), close."""
         if self.stopped.is_set():
             return
         self.stopped.set()
         srv = self.server
-        if self._thread is not None and self._thread.is_alive():
-            srv.trigger.pull_trigger(lambda: wasyncore.close_all(srv._map))
+        if self._thread is None:
+            wasyncore.close_all(srv._map)
+        else:
+            try:
+                srv.pull_trigger()  # wake the loop now rather than at its next timeout
+            except OSError:
+                log.debug("waitress's wake-up pipe is closed; the loop stops on its timeout")
             self._thread.join(timeout)
         srv.task_dispatcher.shutdown(timeout=timeout)
         self.bot.close(timeout)
