@@ -310,57 +310,6 @@ def replay_bytes(base_url: str, lines: list[str], timeout: float) -> tuple[int, 
     return total, n
 
 
-# The stock command line frees nothing after seeding: its pods/log source keeps the whole
-# parsed snapshot alive (tests/fake_kube/seed.py: the ``logs`` closure holds ``view``), about
-# 8 GB at 150,000 pods, leaving too little memory for kubectl's ~16 GB. ``--fake lean`` runs
-# the same FakeKube, copies the snapshot's few container logs into the store and drops the
-# view (about 3 GB). Same objects, same answers, same request log.
-LEAN_FAKE = r"""
-import ctypes, gc, os, signal, sys, threading
-from pathlib import Path
-from tests.fake_kube.server import FakeKube
-
-snapshot, kubeconfig, log = sys.argv[1:4]
-stop = threading.Event()
-signal.signal(signal.SIGTERM, lambda *a: stop.set())
-signal.signal(signal.SIGINT, lambda *a: stop.set())
-fake = FakeKube(snapshot, log_requests=log)
-store, source = fake.store, fake.store.log_source
-rt = fake.registry.by_kind("Pod")
-kept = 0
-if source is not None and Path(snapshot).is_dir():
-    for f in sorted(Path(snapshot).glob("*/*/logs.txt")):
-        ns, pod = f.parent.parent.name, f.parent.name
-        try:
-            obj = store.get(rt, ns, pod)
-        except Exception:
-            continue
-        spec = obj.get("spec") or {}
-        for c in (spec.get("initContainers") or []) + (spec.get("containers") or []):
-            text = source(ns, pod, c.get("name", ""))
-            if text is not None:
-                store.set_logs(ns, pod, c["name"], text)
-                kept += 1
-store.log_source = None
-del source
-gc.collect()
-try:
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-except OSError:
-    pass
-fake.start()
-try:
-    fake.write_kubeconfig(kubeconfig)
-    print(f"ready {fake.url}", flush=True)
-    print(f"lean fake: {kept} container logs kept, snapshot view freed", file=sys.stderr,
-          flush=True)
-    while not stop.wait(0.5):
-        pass
-finally:
-    fake.stop()
-"""
-
-
 @dataclass
 class Fake:
     proc: subprocess.Popen[bytes]
@@ -371,25 +320,13 @@ class Fake:
     stderr_path: Path
 
 
-def start_fake(mode: str, data: Path, work: Path, timeout: float) -> Fake:
+def start_fake(data: Path, work: Path, timeout: float) -> Fake:
     kubeconfig = work / "kubeconfig"
     log_path = work / "requests.log"
     stderr_path = work / "fake.stderr"
-    if mode == "module":
-        argv = [
-            sys.executable,
-            "-m",
-            "tests.fake_kube",
-            "--snapshot",
-            str(data),
-            "--kubeconfig-out",
-            str(kubeconfig),
-            "--log-requests",
-            str(log_path),
-        ]
-    else:
-        argv = [sys.executable, "-c", LEAN_FAKE, str(data), str(kubeconfig), str(log_path)]
-    print(f"starting the fake API server ({mode}) on {data} ...", file=sys.stderr, flush=True)
+    argv = [sys.executable, "-m", "tests.fake_kube", "--snapshot", str(data),
+            "--kubeconfig-out", str(kubeconfig), "--log-requests", str(log_path)]
+    print(f"starting the fake API server on {data} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     with open(stderr_path, "wb") as err:
         proc = spawn(argv, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
@@ -846,13 +783,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-warm", action="store_true", help="skip the warm measurement")
     ap.add_argument("--no-doctor", action="store_true", help="skip cold doctor")
     ap.add_argument(
-        "--fake",
-        choices=("lean", "module"),
-        default="lean",
-        help="lean: FakeKube freeing the parsed snapshot once seeded (default); "
-        "module: python -m tests.fake_kube as is (about 8 GB at full size)",
-    )
-    ap.add_argument(
         "--server-timeout",
         type=float,
         default=600,
@@ -942,7 +872,7 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             file=sys.stderr,
         )
 
-    fake = start_fake(a.fake, data, work, a.server_timeout)
+    fake = start_fake(data, work, a.server_timeout)
     fake_rss, fake_hwm = proc_mem_mb(fake.proc.pid)
     print(
         f"fake API server {fake.url} ready in {fake.seconds:.0f} s "
@@ -1003,7 +933,7 @@ def bench(a: argparse.Namespace, work: Path) -> int:
 
     print(f"data: {data}")
     print(
-        f"server: fake API server ({a.fake}) at {fake.url}, seeded in {fake.seconds:.0f} s, "
+        f"server: fake API server at {fake.url}, seeded in {fake.seconds:.0f} s, "
         f"RSS {fake_rss:.0f} MB"
     )
     print(f"baseline: {base_label}")

@@ -76,7 +76,7 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
     live = open_live_view(settings.kubeconfig, settings.context,
                           timeout=settings.kube_timeout)
     if settings.watch:
-        live.watch()
+        live.watch(namespaces={"ConfigMap": settings.operator_namespace})
 
     def probe() -> bool:
         try:

@@ -741,6 +741,63 @@ def test_watch_cache_syncs_and_serves_warm_reads_without_requests(
         view.close()
 
 
+def test_label_selected_reads_come_from_label_indexes_that_follow_changes(
+    fresh: FakeKube, snap: SnapshotView, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("bot.live.cache.MAX_LABEL_INDEXES", 1)
+    fk = fresh
+    view, cache = _cache(fresh)
+    pod_rt = fk.registry.by_kind("Pod")
+    assert pod_rt is not None
+    settled(fk).requests.clear()
+    selectors = ["app=trainer", "app in (trainer,crashy)", "app notin (trainer)", "app",
+                 "app=trainer,app!=infer", "a=db"]  # the last key is not indexed: a scan
+    try:
+        for sel in selectors:
+            for ns in (None, "ml-team", "research"):
+                assert_same(view.list("Pod", ns, label_selector=sel),
+                            snap.list("Pod", ns, label_selector=sel))
+        assert list(cache._stores["Pod"].labels) == ["app"]
+
+        def apps(sel: str) -> set[str]:
+            return {p["metadata"]["name"] for p in view.list("Pod", label_selector=sel)}
+
+        crashy = fk.store.get(pod_rt, "ml-team", "crashy")
+        fk.store.put({**crashy, "metadata": {**crashy["metadata"], "labels": {"app": "moved"}}})
+        wait_until(lambda: apps("app=moved") == {"crashy"})
+        assert "crashy" not in apps("app in (crashy,trainer)")
+        fk.store.delete(pod_rt, "ml-team", "crashy")
+        wait_until(lambda: not apps("app=moved"))
+        assert len(apps("app=trainer")) == len(snap.list("Pod", label_selector="app=trainer"))
+        assert not [r for r in settled(fk).requests if r.verb == "list"]
+    finally:
+        cache.stop()
+        view.close()
+
+
+def test_configmaps_are_kept_for_the_operator_namespace_only(fresh: FakeKube) -> None:
+    fk = fresh
+    path = fk.write_kubeconfig(Path(fk.snapshot or ".").parent / f"kc-{fk.port}")
+    view = open_live_view(str(path), retry=FAST)
+    cache = view.watch(("ConfigMap", "ClusterPolicy"))  # the default: gpu-operator's
+    try:
+        assert cache.wait_synced(10)
+        cm_requests = [r for r in settled(fk).requests if r.resource == "configmaps"]
+        assert {r.namespace for r in cm_requests} == {"gpu-operator"}  # what RBAC grants
+        fk.requests.clear()
+        assert [c["metadata"]["name"] for c in view.list("ConfigMap", "gpu-operator")] == [
+            "time-slicing"]
+        assert view.get("ConfigMap", "time-slicing", "gpu-operator") is not None
+        assert view.get("ClusterPolicy", "cluster-policy") is not None
+        assert _list_requests(fk) == []
+        view.list("ConfigMap", "ml-team")  # another namespace: the server answers
+        view.list("ConfigMap")
+        assert [r.namespace for r in _list_requests(fk)] == ["ml-team", None]
+    finally:
+        cache.stop()
+        view.close()
+
+
 def test_watch_cache_strips_managed_fields_and_last_applied(fresh: FakeKube) -> None:
     view, cache = _cache(fresh)
     try:

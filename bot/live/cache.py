@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import gc
 import logging
 import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +52,15 @@ from .transport import Response, RetryPolicy, Transport, gc_paused
 
 log = logging.getLogger(__name__)
 
-DEFAULT_KINDS = ("Node", "Pod", "Event", "DaemonSet", "ResourceQuota", "LimitRange")
+DEFAULT_KINDS = ("Node", "Pod", "Event", "DaemonSet", "ResourceQuota", "LimitRange",
+                 "ClusterPolicy", "ConfigMap")
+# Kinds kept for one namespace only, as the bot's RBAC grants them (deploy/base/rbac.yaml):
+# the GPU operator's ConfigMaps (device-plugin and sharing configs). Reads of any other
+# namespace go to the server.
+DEFAULT_NAMESPACES = {"ConfigMap": "gpu-operator"}
+# Label keys indexed per kind at most: each index costs a scan to build and memory to keep,
+# and the bot's own selectors use a handful of keys.
+MAX_LABEL_INDEXES = 8
 
 _Key = tuple[str, str]  # (namespace or "", name)
 
@@ -76,6 +85,7 @@ def _index_fns(info: KindInfo) -> dict[str, _IndexFn]:
 class _Store:
     info: KindInfo
     max_objects: int | None
+    namespace: str | None = None  # kept for this namespace only
     lock: threading.Lock = field(default_factory=threading.Lock)
     objects: dict[_Key, Obj] = field(default_factory=dict)
     sizes: dict[_Key, int] = field(default_factory=dict)
@@ -92,6 +102,8 @@ class _Store:
     fns: dict[str, _IndexFn] = field(init=False)
     # index name -> value -> keys (a dict as an ordered set)
     indexes: dict[str, dict[Hashable, dict[_Key, None]]] = field(init=False)
+    # label key -> value -> keys: built by the first selector on that key, then kept current
+    labels: dict[str, dict[str, dict[_Key, None]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.fns = _index_fns(self.info)
@@ -107,6 +119,24 @@ class _Store:
         keys = self.indexes[index].get(value, {})
         return [self.objects[k] for k in keys]
 
+    def lookup_label(self, key: str, values: Iterable[str]) -> builtins.list[Obj] | None:
+        """Objects whose label ``key`` has one of ``values``, or None when ``key`` is not
+        indexed and no more label indexes may be built; call with the lock held."""
+        index = self.labels.get(key)
+        if index is None:
+            if len(self.labels) >= MAX_LABEL_INDEXES:
+                return None
+            index = self.labels[key] = {}
+            for k, obj in self.objects.items():
+                self._index_label(key, index, k, obj)
+        return [self.objects[k] for v in sorted(values) for k in index.get(v, {})]
+
+    def _index_label(self, key: str, index: dict[str, dict[_Key, None]], k: _Key,
+                     obj: Obj) -> None:
+        value = ((obj.get("metadata") or {}).get("labels") or {}).get(key)
+        if value is not None:
+            index.setdefault(value, {})[k] = None
+
     def replace(self, items: builtins.list[Obj], version: str) -> None:
         if self.max_objects is not None and len(items) > self.max_objects:
             items.sort(key=event_time)
@@ -121,6 +151,7 @@ class _Store:
             self.nbytes = sum(self.sizes.values())
             self.evicted += dropped
             self.indexes = {name: {} for name in self.fns}
+            self.labels = {key: {} for key in self.labels}
             for k, o, _ in sized:
                 self._index(k, o)
             self.resource_version = version
@@ -158,12 +189,22 @@ class _Store:
                 keys.pop(k, None)
                 if not keys:
                     del self.indexes[name][value]
+        labels = (old.get("metadata") or {}).get("labels") or {}
+        for key, index in self.labels.items():
+            value = labels.get(key)
+            keys = index.get(value) if value is not None else None
+            if value is not None and keys is not None:
+                keys.pop(k, None)
+                if not keys:
+                    del index[value]
 
     def _index(self, k: _Key, obj: Obj) -> None:
         for name, fn in self.fns.items():
             value = fn(k, obj)
             if value is not None:
                 self.indexes[name].setdefault(value, {})[k] = None
+        for key, index in self.labels.items():
+            self._index_label(key, index, k, obj)
 
 
 class WatchCache:
@@ -182,15 +223,20 @@ class WatchCache:
         max_backoff: float = 30.0,
         missing_retry: float = 300.0,
         retry: RetryPolicy | None = None,
+        namespaces: Mapping[str, str] | None = None,
     ) -> None:
+        """``namespaces``: kind -> the one namespace kept of it (default
+        ``DEFAULT_NAMESPACES``); other kinds are kept for the whole cluster."""
         self.transport = Transport(api_client, timeout=timeout, retry=retry, unreachable_ttl=0)
         self.watch_timeout = watch_timeout
         self.page_size = page_size
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.missing_retry = missing_retry
+        only = DEFAULT_NAMESPACES if namespaces is None else namespaces
         self._stores = {
-            k: _Store(kind_info(k), max_events if k == "Event" else None)
+            k: _Store(kind_info(k), max_events if k == "Event" else None,
+                      only.get(k) if kind_info(k).namespaced else None)
             for k in dict.fromkeys(kinds)
         }
         self._stop = threading.Event()
@@ -237,6 +283,13 @@ class WatchCache:
         store = self._stores.get(kind)
         return store is not None and store.synced
 
+    def serves(self, kind: str, namespace: str | None) -> bool:
+        """Whether reads of ``kind`` in ``namespace`` (None: every namespace) are answered
+        here: the kind is synced and kept for that namespace."""
+        store = self._stores.get(kind)
+        return store is not None and store.synced and (
+            store.namespace is None or namespace == store.namespace)
+
     def wait_synced(self, timeout: float | None = None) -> bool:
         """True once every kind has been listed; False if ``timeout`` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -255,20 +308,23 @@ class WatchCache:
         """Like ``ClusterView.list``. Raises ``SelectorError`` for a selector the local
         matcher does not support (``LiveView`` then asks the server)."""
         store = self._stores[kind]
-        if label_selector:
-            parse_label_selector(label_selector)
+        reqs = parse_label_selector(label_selector) if label_selector else ()
         fields = parse_field_selector(field_selector) if field_selector else ()
         wanted = {key: value for key, op, value in fields if op == "="}
         ns = namespace if store.info.namespaced else None
+        # Narrow by an index: the node's pods, a label's values, the namespace, else scan.
+        by_label = next((r for r in reqs if r.op in ("=", "in")), None)
         with store.lock:
+            objs: builtins.list[Obj] | None = None
             if "spec.nodeName" in wanted and "node" in store.indexes:
                 objs = store.lookup("node", wanted["spec.nodeName"])
-                if ns is not None:
-                    objs = [o for o in objs if o["metadata"].get("namespace") == ns]
+            elif by_label is not None:
+                objs = store.lookup_label(by_label.key, by_label.values)
+            if objs is None:
+                objs = (store.lookup("namespace", ns) if ns is not None
+                        else builtins.list(store.objects.values()))
             elif ns is not None:
-                objs = store.lookup("namespace", ns)
-            else:
-                objs = builtins.list(store.objects.values())
+                objs = [o for o in objs if o["metadata"].get("namespace") == ns]
         if label_selector:
             objs = [o for o in objs
                     if match_labels(label_selector, (o.get("metadata") or {}).get("labels"))]
@@ -369,9 +425,10 @@ class WatchCache:
 
     def _relist(self, store: _Store) -> None:
         info = store.info
-        op = Op("list", info.kind, info.group, info.plural, None, info.namespaced)
+        op = Op("list", info.kind, info.group, info.plural, store.namespace, info.namespaced)
         with gc_paused():
-            got = self.transport.list_all(op, info.path(None), page_size=self.page_size)
+            got = self.transport.list_all(op, info.path(store.namespace),
+                                          page_size=self.page_size)
             if got is None:
                 store.missing = True
                 store.replace([], "")
@@ -381,12 +438,16 @@ class WatchCache:
             for obj in prepare(info, items, api_version):
                 strip_for_cache(obj)
             store.replace(items, version)
+            # Out of the cycle collector's sight: the first full collection after syncing
+            # 150,000 pods walked every kept object with the GIL held (23 s, the whole bot
+            # frozen). They are acyclic JSON, freed by refcounting when replaced or deleted.
+            gc.freeze()
 
     def _watch(self, store: _Store) -> tuple[str, int]:
         """Watch until the stream ends: ("ended" | "gone" | "error", lines read)."""
         info = store.info
-        op = Op("watch", info.kind, info.group, info.plural, None, info.namespaced)
-        path = info.path(None)
+        op = Op("watch", info.kind, info.group, info.plural, store.namespace, info.namespaced)
+        path = info.path(store.namespace)
         query = {"watch": "true", "resourceVersion": store.resource_version,
                  "allowWatchBookmarks": "true", "timeoutSeconds": str(self.watch_timeout)}
         resp = self.transport.stream(op, path, query, read_timeout=self.watch_timeout + 30,

@@ -127,7 +127,7 @@ class LiveView:
         """``namespace=None`` on a namespaced kind means ``default``, as kubectl does."""
         info = kind_info(kind)
         ns = (namespace or "default") if info.namespaced else None
-        cache = self._warm(kind)
+        cache = self._warm(kind, ns)
         if cache is not None:
             self._cache_reads += 1
             return cache.get(kind, name, ns)
@@ -147,7 +147,7 @@ class LiveView:
         info = KINDS.get(kind)
         scoped = info.namespaced if info is not None else kind not in CLUSTER_SCOPED
         ns = namespace if scoped else None
-        cache = self._warm("Event")
+        cache = self._warm("Event", None)
         if cache is not None:
             self._cache_reads += 1
             return cache.events(kind, name, ns)
@@ -213,9 +213,11 @@ class LiveView:
                     del self._prefetched[key]
             for kind, namespace, label_selector, field_selector in requests:
                 info = KINDS.get(kind)
-                if info is None or self._warm(kind) is not None:
+                if info is None:
                     continue
                 key = _key(info, namespace, label_selector, field_selector)
+                if self._warm(kind, key[1]) is not None:
+                    continue
                 if key in self._prefetched:
                     continue
                 fut = self._pool().submit(self._list, info, key)
@@ -261,7 +263,7 @@ class LiveView:
 
     def _list(self, info: KindInfo, key: ListKey) -> builtins.list[Obj]:
         _, ns, label_selector, field_selector = key
-        cache = self._warm(info.kind)
+        cache = self._warm(info.kind, ns)
         if cache is not None:
             try:
                 found = cache.list(info.kind, ns, label_selector=label_selector,
@@ -301,9 +303,10 @@ class LiveView:
             return ""
         return resp.data.decode("utf-8", "replace")
 
-    def _warm(self, kind: str) -> WatchCache | None:
+    def _warm(self, kind: str, namespace: str | None) -> WatchCache | None:
+        """The watch cache, if it answers reads of ``kind`` in ``namespace``."""
         cache = self.cache
-        return cache if cache is not None and cache.synced(kind) else None
+        return cache if cache is not None and cache.serves(kind, namespace) else None
 
     def _is_missing(self, kind: str) -> bool:
         until = self._missing.get(kind)

@@ -45,6 +45,7 @@ ENV = {
     "context": "GPUBOT_CONTEXT",
     "kube_timeout": "GPUBOT_KUBE_TIMEOUT",
     "watch": "GPUBOT_WATCH",
+    "operator_namespace": "GPUBOT_OPERATOR_NAMESPACE",
     "workers": "GPUBOT_WORKERS",
     "queue_size": "GPUBOT_QUEUE_SIZE",
     "deadline": "GPUBOT_DEADLINE",
@@ -76,6 +77,7 @@ class Settings:
     context: str | None = None
     kube_timeout: float = 10.0  # per API request
     watch: bool = True  # live mode: keep a list+watch cache of the hot kinds
+    operator_namespace: str = "gpu-operator"  # the watch cache keeps its ConfigMaps
     workers: int = 16  # diagnoses running at once (I/O-bound: they wait on the API server)
     queue_size: int = 64  # diagnoses waiting for a worker; beyond it: "busy, try again"
     deadline: float = 60.0  # seconds a diagnosis may take, queue wait excluded
