@@ -90,6 +90,7 @@ class Reader:
         self._gets: dict[tuple[str, str, str | None], Obj | None] = {}
         self._events: dict[tuple[str, str, str | None], builtins.list[Obj]] = {}
         self._logs: dict[tuple[str, str, str | None], str | None] = {}
+        self._node_pods: dict[str, builtins.list[Obj]] = {}  # pods_on's answers
         self.failed_kinds: set[str] = set()
 
     def _fail(self, err: ViewError, kind: str) -> None:
@@ -129,11 +130,19 @@ class Reader:
             start(todo)
 
     def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]]:
-        """The pods bound to each of ``nodes``: one field-selected list per node, fetched
-        together, instead of every pod of the cluster."""
-        names = builtins.list(dict.fromkeys(nodes))
-        self.prefetch([("Pod", None, None, f"spec.nodeName={n}") for n in names])
-        return {n: self.list("Pod", field_selector=f"spec.nodeName={n}") for n in names}
+        """The pods bound to each of ``nodes``, instead of every pod of the cluster: a
+        watch cache answers them in one pass, else one field-selected list per node, fetched
+        together. Each node's answer is kept for the rest of the diagnosis."""
+        nodes = builtins.list(nodes)
+        names = [n for n in dict.fromkeys(nodes) if n not in self._node_pods]
+        bulk = getattr(self.view, "pods_on", None)  # a watch cache answers all at once
+        found: dict[str, builtins.list[Obj]] | None = (
+            bulk(names) if callable(bulk) and names else None)
+        if found is None:
+            self.prefetch([("Pod", None, None, f"spec.nodeName={n}") for n in names])
+            found = {n: self.list("Pod", field_selector=f"spec.nodeName={n}") for n in names}
+        self._node_pods.update(found)
+        return {n: self._node_pods[n] for n in nodes}
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         key = (kind, name, namespace)

@@ -692,3 +692,61 @@ def test_large_cluster_cached_and_fresh_results_agree() -> None:
     assert len(fits) == 200
     assert any(f.fits for f in fits)
     assert [(f.node, f.fits, f.free) for f in fits] == [(f.node, f.fits, f.free) for f in again]
+
+
+# ----------------------------------------------------------------------------- NodeInfo
+
+
+def _api(obj: Obj, uid: str) -> Obj:
+    """The object as the API serves it: with a uid, so results about it are remembered."""
+    obj["metadata"]["uid"] = uid
+    return obj
+
+
+def test_node_info_is_remembered_for_the_same_objects_and_redone_when_one_changes() -> None:
+    from handlers.scheduler.nodeinfo import node_info
+
+    node = _api(mk_node("ni-1"), "node-ni-1")
+    a = _api(mk_pod("a", node="ni-1", phase="Running", requests=GPU4), "pod-a")
+    b = _api(mk_pod("b", node="ni-1", phase="Running", requests={"nvidia.com/gpu": "2"}), "pod-b")
+    first = node_info(node, [a, b])
+    assert node_info(node, [a, b]) is first  # a new list, the same objects
+    assert first.free["nvidia.com/gpu"] == 2 and first.requested["pods"] == 2
+    # The watch cache replaces a changed pod with a new object: the info is redone.
+    b2 = _api(mk_pod("b", node="ni-1", phase="Succeeded", requests={"nvidia.com/gpu": "2"}),
+              "pod-b")
+    second = node_info(node, [a, b2])
+    assert second is not first and second.free["nvidia.com/gpu"] == 4
+    assert node_info(node, [a]) is not second  # a pod left
+    # Objects without a uid (templates, fixtures) may be edited in place: never remembered.
+    bare = mk_node("ni-2")
+    assert node_info(bare, []) is not node_info(bare, [])
+
+
+def test_fits_are_reused_while_node_and_pods_stay_and_follow_what_the_pod_asks() -> None:
+    node = _api(mk_node("fr-1", taints=[taint("nvidia.com/gpu")]), "node-fr-1")
+    holder = _api(mk_pod("holder", node="fr-1", phase="Running", requests=GPU4), "pod-holder")
+    by_node = {"fr-1": [holder]}
+    tolerating = mk_pod("t", requests=GPU4, tolerations=[tol("nvidia.com/gpu", "Exists")])
+    plain = mk_pod("p", requests=GPU4)
+    first = simulate(tolerating, [node], by_node)[0]
+    assert first.fits and first.free["nvidia.com/gpu"] == 4
+    assert simulate(copy.deepcopy(tolerating), [node], {"fr-1": [holder]})[0] is first
+    other = simulate(plain, [node], by_node)[0]  # asks differently: its own verdict
+    assert not other.fits and [r.filter for r in other.rejections] == ["TaintToleration"]
+    bigger = _api(mk_pod("holder", node="fr-1", phase="Running",
+                         requests={"nvidia.com/gpu": "8"}), "pod-holder")
+    after = simulate(tolerating, [node], {"fr-1": [bigger]})[0]
+    assert not after.fits and after.free["nvidia.com/gpu"] == 0
+
+
+def test_a_running_target_is_not_its_own_neighbour_on_a_remembered_node() -> None:
+    node = _api(mk_node("rt-1"), "node-rt-1")
+    target = _api(mk_pod("train", node="rt-1", phase="Running", requests=GPU4), "pod-train")
+    other = _api(mk_pod("other", node="rt-1", phase="Running",
+                        requests={"nvidia.com/gpu": "1"}), "pod-other")
+    by_node = {"rt-1": [target, other]}
+    probe = mk_pod("probe", requests={"nvidia.com/gpu": "1"})
+    assert simulate(probe, [node], by_node)[0].free["nvidia.com/gpu"] == 3  # both counted
+    fit = simulate(target, [node], by_node)[0]
+    assert fit.free["nvidia.com/gpu"] == 7 and fit.holders == [("ml/other", 1.0)]

@@ -102,6 +102,8 @@ class _Store:
     fns: dict[str, _IndexFn] = field(init=False)
     # index name -> value -> keys (a dict as an ordered set)
     indexes: dict[str, dict[Hashable, dict[_Key, None]]] = field(init=False)
+    # (index name, value) -> the list lookup() handed out, dropped when the entry changes
+    looked_up: dict[tuple[str, Hashable], builtins.list[Obj]] = field(default_factory=dict)
     # label key -> value -> keys: built by the first selector on that key, then kept current
     labels: dict[str, dict[str, dict[_Key, None]]] = field(default_factory=dict)
 
@@ -115,9 +117,17 @@ class _Store:
         return ns, str(meta.get("name") or "")
 
     def lookup(self, index: str, value: Hashable) -> builtins.list[Obj]:
-        """Objects whose ``index`` value is ``value``; call with the lock held."""
-        keys = self.indexes[index].get(value, {})
-        return [self.objects[k] for k in keys]
+        """Objects whose ``index`` value is ``value``; call with the lock held.
+
+        The list is shared and must not be changed: it is kept and handed out again until
+        an object joins, leaves or is replaced in that entry (a warm diagnosis reads the
+        pods of a thousand nodes this way).
+        """
+        found = self.looked_up.get((index, value))
+        if found is None:
+            keys = self.indexes[index].get(value, {})
+            found = self.looked_up[(index, value)] = [self.objects[k] for k in keys]
+        return found
 
     def lookup_label(self, key: str, values: Iterable[str]) -> builtins.list[Obj] | None:
         """Objects whose label ``key`` has one of ``values``, or None when ``key`` is not
@@ -151,6 +161,7 @@ class _Store:
             self.nbytes = sum(self.sizes.values())
             self.evicted += dropped
             self.indexes = {name: {} for name in self.fns}
+            self.looked_up = {}
             self.labels = {key: {} for key in self.labels}
             for k, o, _ in sized:
                 self._index(k, o)
@@ -185,6 +196,7 @@ class _Store:
         for name, fn in self.fns.items():
             value = fn(k, old)
             keys = self.indexes[name].get(value) if value is not None else None
+            self.looked_up.pop((name, value), None)
             if keys is not None:
                 keys.pop(k, None)
                 if not keys:
@@ -203,6 +215,7 @@ class _Store:
             value = fn(k, obj)
             if value is not None:
                 self.indexes[name].setdefault(value, {})[k] = None
+                self.looked_up.pop((name, value), None)
         for key, index in self.labels.items():
             self._index_label(key, index, k, obj)
 
@@ -318,6 +331,8 @@ class WatchCache:
             objs: builtins.list[Obj] | None = None
             if "spec.nodeName" in wanted and "node" in store.indexes:
                 objs = store.lookup("node", wanted["spec.nodeName"])
+                if len(fields) == 1:
+                    field_selector = None  # the index answered it: no need to match again
             elif by_label is not None:
                 objs = store.lookup_label(by_label.key, by_label.values)
             if objs is None:
@@ -331,6 +346,12 @@ class WatchCache:
         if field_selector:
             objs = [o for o in objs if match_fields(field_selector, o)]
         return objs
+
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]]:
+        """The pods bound to each node (by ``spec.nodeName``), in one pass."""
+        store = self._stores["Pod"]
+        with store.lock:
+            return {n: store.lookup("node", n) for n in nodes}
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         store = self._stores[kind]

@@ -20,10 +20,10 @@ import importlib
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 # (kind, namespace, label_selector, field_selector), as ``list()`` takes them, with the
 # namespace None for a cluster-scoped kind and empty selectors as None.
 ListKey = tuple[str, str | None, str | None, str | None]
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 _EVENT = KINDS["Event"]
 _POD = KINDS["Pod"]
@@ -171,19 +173,29 @@ class LiveView:
         names = [container] if container else [n for n in _container_names(pod_obj)
                                               if n in ran]
         messages = termination_messages(pod_obj)
+        # The kubelet serves a waiting container's last terminated instance as its current
+        # log: ask for "previous" only when a newer instance exists. All asked at once.
+        asks = [(name, previous) for name in names
+                for previous in ((True, False) if ran.get(name) == (True, True) else (False,))]
+        got = dict(zip(asks, self._concurrently(
+            lambda ask: self._log(namespace, pod, ask[0], previous=ask[1]), asks), strict=True))
         parts: builtins.list[str] = []
         for name in names:
-            texts: builtins.list[str] = []
-            # The kubelet serves a waiting container's last terminated instance as its
-            # current log: ask for "previous" only when a newer instance exists.
-            if ran.get(name) == (True, True):
-                texts.append(self._log(namespace, pod, name, previous=True))
-            texts.append(self._log(namespace, pod, name, previous=False))
+            texts = [got[ask] for ask in asks if ask[0] == name]
             texts = builtins.list(dict.fromkeys(t for t in texts if t))  # empty, repeated
             parts.extend(texts)
             parts.extend(m for m in messages.get(name, [])
                          if not any(m.strip() in t for t in texts))
         return join_parts(parts) if parts else None
+
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]] | None:
+        """The pods bound to each node, from the watch cache in one pass; None when the
+        cache does not hold pods (the caller then lists them node by node)."""
+        cache = self._warm("Pod", None)
+        if cache is None:
+            return None
+        self._cache_reads += 1
+        return cache.pods_on(nodes)
 
     def now(self) -> datetime:
         """The API server's clock when it answered anything (one GET /version if nothing
@@ -224,6 +236,13 @@ class LiveView:
                 self._prefetched[key] = (now, fut)
                 started += 1
         return started
+
+    def _concurrently(self, fn: Callable[[_T], _R], items: Sequence[_T]) -> builtins.list[_R]:
+        """``[fn(x) for x in items]``, run in the pool when there is more than one; the
+        first error is raised."""
+        if len(items) < 2:
+            return [fn(x) for x in items]
+        return builtins.list(self._pool().map(fn, items))
 
     def _take_prefetched(self, key: ListKey) -> Future[builtins.list[Obj]] | None:
         with self._lock:

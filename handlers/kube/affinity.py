@@ -408,6 +408,13 @@ class PodAffinityState:
     def active(self) -> bool:
         return bool(self.affinity or self.anti_affinity or self.existing_anti)
 
+    @staticmethod
+    def needs_every_pod(pod: Obj) -> bool:
+        """Whether ``build`` must see every pod; otherwise only the pods with required
+        anti-affinity can turn ``pod`` away."""
+        return bool(_required_terms(pod, "podAffinity")
+                    or _required_terms(pod, "podAntiAffinity"))
+
     @classmethod
     def build(cls, pod: Obj, nodes_by_name: Mapping[str, Obj],
               pods_by_node: Mapping[str, Iterable[Obj]],

@@ -56,6 +56,13 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
+def is_extended(resource: str) -> bool:
+    """A resource the scheduler tracks as a scalar (device plugins' GPUs and the like):
+    not cpu, memory, ephemeral-storage, pods or hugepages."""
+    return resource not in (CPU, MEMORY, EPHEMERAL_STORAGE, PODS) and not resource.startswith(
+        HUGEPAGES_PREFIX)
+
+
 def _scale(resource: str) -> int:
     return 1000 if resource == CPU else 1
 

@@ -15,7 +15,7 @@ from handlers.gpu import (
     is_gpu_resource,
     name_of,
 )
-from handlers.kube.resources import is_terminated, pod_requests
+from handlers.kube.resources import pod_requests
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.view import ACTIVE_PODS, Obj, Reader
 
@@ -67,16 +67,25 @@ class PendingContext:
         res, _ = self.gpu_request
         if res is None:
             return None
-        names = [name_of(n) for n in self.nodes if is_gpu_node(n) or res in (
-            n.get("status", {}).get("allocatable") or {})]
+        names = [name for name, n in self.nodes_by_name.items() if name in self.gpu_like
+                 or res in (n.get("status", {}).get("allocatable") or {})]
         return names if len(names) * SCOPE_FRACTION <= len(self.nodes) else None
+
+    @cached_property
+    def nodes_by_name(self) -> dict[str, Obj]:
+        return {name_of(n): n for n in self.nodes}
+
+    @cached_property
+    def gpu_like(self) -> set[str]:
+        """Nodes that advertise GPUs or are labelled for them (``is_gpu_node`` without
+        the device-plugin pods)."""
+        return {name for name, n in self.nodes_by_name.items() if is_gpu_node(n)}
 
     @cached_property
     def pods_by_node(self) -> dict[str, list[Obj]]:
         scope = self.pod_scope
-        if scope is not None:
-            return {n: [p for p in pods if not is_terminated(p)]
-                    for n, pods in self.reader.pods_on(scope).items()}
+        if scope is not None:  # terminated pods included: they hold nothing, simulate knows
+            return self.reader.pods_on(scope)
         out: dict[str, list[Obj]] = defaultdict(list)
         for p in self.active_pods:
             node = p.get("spec", {}).get("nodeName")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
+from operator import attrgetter
 
 from handlers.chain import check_chain
 from handlers.gpu import (
@@ -20,7 +22,6 @@ from handlers.gpu import (
     expected_gpu_count,
     gpu_memory_mib,
     gpu_product,
-    is_gpu_node,
     labels,
     name_of,
 )
@@ -62,8 +63,12 @@ class Placement:
     nodes_by_name: dict[str, Obj]
     findings: list[Finding] = field(default_factory=list)
 
+    @cached_property
+    def _fit_by_node(self) -> dict[str, NodeFit]:
+        return {f.node: f for f in self.fits}
+
     def fit(self, name: str) -> NodeFit:
-        return next(f for f in self.fits if f.node == name)
+        return self._fit_by_node[name]
 
 
 def _targeting_rejections(fit: NodeFit) -> list[Rejection]:
@@ -111,22 +116,41 @@ def latest_failed_scheduling(events: Iterable[Obj]) -> tuple[Obj, SchedulingMess
 
 def run_placement(ctx: PendingContext) -> Placement:
     resource, need = ctx.gpu_request
-    gpu_nodes = {name_of(n) for n in ctx.nodes if is_gpu_node(n, ctx.plugin_nodes)}
-    return Placement(ctx.node_fits, resource, need, gpu_nodes,
-                     {name_of(n): n for n in ctx.nodes})
+    gpu_nodes = ctx.gpu_like | (ctx.plugin_nodes & ctx.nodes_by_name.keys())
+    return Placement(ctx.node_fits, resource, need, gpu_nodes, ctx.nodes_by_name)
 
 
 def verdicts(p: Placement) -> list[NodeVerdict]:
     """Per-node verdict table, GPU nodes first."""
     out = []
-    for f in sorted(p.fits, key=lambda f: (f.node not in p.gpu_nodes, f.node)):
-        res = p.gpu_resource or GPU_RESOURCE
-        out.append(NodeVerdict(
-            node=f.node, fits=f.fits,
-            reasons=[f"{r.filter}: {r.reason}" for r in f.rejections],
-            gpu_free=f.free.get(res, 0.0), gpu_allocatable=f.allocatable.get(res, 0.0),
-        ))
+    res = p.gpu_resource or GPU_RESOURCE
+    texts: dict[int, str] = {}  # by Rejection: simulate shares the ones that read the same
+    by_name = sorted(p.fits, key=attrgetter("node"))
+    gpu = [f for f in by_name if f.node in p.gpu_nodes]
+    for f in gpu + [f for f in by_name if f.node not in p.gpu_nodes] if gpu else by_name:
+        hit = _VERDICTS.get(id(f))
+        if hit is not None and hit[0] is f and hit[1] == res:
+            out.append(hit[2])
+            continue
+        reasons = []
+        for r in f.rejections:
+            text = texts.get(id(r))
+            if text is None:
+                text = texts[id(r)] = f"{r.filter}: {r.reason}"
+            reasons.append(text)
+        v = NodeVerdict(node=f.node, fits=f.fits, reasons=reasons,
+                        gpu_free=f.free.get(res, 0.0),
+                        gpu_allocatable=f.allocatable.get(res, 0.0))
+        if len(_VERDICTS) >= 50_000:
+            _VERDICTS.clear()
+        _VERDICTS[id(f)] = (f, res, v)
+        out.append(v)
     return out
+
+
+# NodeFit id -> (the fit, resource, its verdict): simulate hands out the same NodeFit for a
+# node that did not change (see NodeInfo.verdicts), so its table row is made once too.
+_VERDICTS: dict[int, tuple[NodeFit, str, NodeVerdict]] = {}
 
 
 def check(ctx: PendingContext) -> tuple[list[Finding], Placement]:

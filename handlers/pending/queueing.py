@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from handlers.gpu import labels, name_of, ns_of
 from handlers.kube.quantity import fmt_quantity
@@ -23,6 +24,7 @@ from handlers.model import Finding, ObjectRef, Severity
 from handlers.pending.context import PendingContext, main_gpu_request
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.scheduler.messages import parse_scheduling_message
+from handlers.scheduler.nodeinfo import node_info
 from handlers.view import Obj
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -233,7 +235,7 @@ def _kueue(ctx: PendingContext) -> list[Finding]:
 
 
 # ------------------------------------------------------------------------ preemption
-def _priority_of(ctx: PendingContext, pod: Obj) -> tuple[int, str, str]:
+def _priority_of(ctx: PendingContext, pod: Mapping[str, Any]) -> tuple[int, str, str]:
     """(priority, class name, preemptionPolicy) as admission resolves them."""
     spec = pod.get("spec") or {}
     cls = str(spec.get("priorityClassName") or "")
@@ -259,8 +261,13 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
                and f.free.get(gres, 0.0) < need]
     if not blocked:
         return []
-    prio_of = {f"{ns_of(p)}/{name_of(p)}": _priority_of(ctx, p)
-               for f in blocked for p in ctx.pods_by_node.get(f.node, [])}
+    prio_of: dict[str, tuple[int, str, str]] = {}  # of the pods holding GPUs there
+    for f in blocked:
+        held = {h for h, _ in f.holders}
+        info = node_info(ctx.nodes_by_name[f.node], ctx.pods_by_node.get(f.node, []))
+        for facts in info.extended:
+            if facts.ref in held:
+                prio_of[facts.ref] = _priority_of(ctx, facts.pod)
     def lower(x: int) -> bool:
         return x < prio
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from handlers.gpu import (
     MIG_RESOURCE_RE,
@@ -163,21 +163,27 @@ def _looks_like_gpu(resource: str) -> bool:
     return "gpu" in resource.lower() or resource.lower().startswith("nvidia")
 
 
+def _advertised(node: Obj, only: Iterable[str] | None = None) -> set[str]:
+    """Resources the node offers: allocatable above zero, or listed in its capacity (of
+    ``only``, when given)."""
+    status = node.get("status") or {}
+    alloc, cap = status.get("allocatable") or {}, status.get("capacity") or {}
+    names = alloc.keys() | cap.keys() if only is None else only
+    return {r for r in names if r in cap or parse_quantity(alloc.get(r)) > 0}
+
+
 def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
     """UNKNOWN_GPU_RESOURCE or, for MIG profiles on single-strategy nodes, MIG_STRATEGY_MISMATCH."""
-    advertised: set[str] = set()
-    for n in ctx.nodes:
-        for r, v in (n.get("status", {}).get("allocatable") or {}).items():
-            if parse_quantity(v) > 0:
-                advertised.add(r)
-        advertised.update(r for r in (n.get("status", {}).get("capacity") or {}))
-    if not ctx.nodes:
+    wanted = requested_gpu_resources(ctx.pod)
+    # Usually some node offers each: stop at the first instead of reading every node.
+    unknown = {r: q for r, q in wanted.items()
+               if not any(r in _advertised(n, (r,)) for n in ctx.nodes)}
+    if not ctx.nodes or not unknown:
         return []
+    advertised = {r for n in ctx.nodes for r in _advertised(n)}
     out = []
     ref = _ref(ctx)
-    for r, q in requested_gpu_resources(ctx.pod).items():
-        if r in advertised:
-            continue
+    for r, q in unknown.items():
         if MIG_RESOURCE_RE.match(r):
             single = [name_of(n) for n in ctx.nodes
                       if labels(n).get(MIG_STRATEGY_LABEL) == "single"]

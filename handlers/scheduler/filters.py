@@ -43,7 +43,8 @@ The target pod itself, if it is already in ``pods_by_node``, is left out of ever
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import itertools
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,11 +52,9 @@ from handlers.kube.affinity import NodeAffinity, NodeSelector, PodAffinityState
 from handlers.kube.quantity import fmt_quantity
 from handlers.kube.resources import (
     PODS,
-    canonical,
     is_best_effort,
-    node_allocatable,
-    pod_facts,
     pod_requests_view,
+    same_pod_as,
     units,
 )
 from handlers.kube.taints import (
@@ -73,6 +72,7 @@ from handlers.kube.taints import (
     tolerated_by_any,
     untolerated,
 )
+from handlers.scheduler.nodeinfo import NodeInfo, build_node_info, node_info
 
 Obj = Mapping[str, Any]
 
@@ -286,6 +286,52 @@ def _lifecycle_rejections(node: Obj, taints: Sequence[Obj], tolerations: Sequenc
 # ----------------------------------------------------------------------------- simulate
 
 
+_TARGETS_KEPT = 8  # per node: the fits of this many distinct targets
+
+
+_ASKS: dict[Hashable, int] = {}  # what a target asks -> a number never given to another
+_ASKS_NEXT = itertools.count()
+
+
+def _asks(pod: Obj, requests: Mapping[str, float], gpu_res: str | None, best_effort: bool,
+          wanted_node: str, wanted_ports: Sequence[_Port]) -> int:
+    """Everything of the target that the per-node filters read (affinity and volumes
+    aside), as a number: two pods that ask the same get the same number, so they get the
+    same fit on a node. (A number hashes at once; the tuple would be hashed per node.)"""
+    spec = pod.get("spec") or {}
+    affinity = spec.get("affinity") or {}
+    key = (tuple(sorted(requests.items())), gpu_res, best_effort, wanted_node,
+           tuple(wanted_ports), repr(spec.get("tolerations")), repr(spec.get("nodeSelector")),
+           repr(affinity.get("nodeAffinity")))
+    found = _ASKS.get(key)
+    if found is None:
+        if len(_ASKS) >= 10_000:
+            _ASKS.clear()  # numbers already handed out stay unique: the counter goes on
+        found = _ASKS[key] = next(_ASKS_NEXT)
+    return found
+
+
+class _TargetMatcher:
+    """Tells the target pod among a node's pods (``same_pod_as``), so that it is not
+    counted as its own neighbour."""
+
+    def __init__(self, pod: Obj) -> None:
+        self.pod = pod
+        self.is_same = same_pod_as(pod)
+        self.uid = str(_meta(pod).get("uid") or "")
+        self.ref = _pod_ref(pod) if _name(pod) else ""
+
+    def __call__(self, other: Obj) -> bool:
+        return self.is_same(other)
+
+    def maybe_on(self, info: NodeInfo) -> bool:
+        """False when the target is surely not among the node's pods (cheap)."""
+        if (self.uid and self.uid in info.uids) or (self.ref and self.ref in info.refs):
+            return True
+        return not self.uid and not self.ref and any(f.pod is self.pod for f in info.active)
+
+
+
 def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable[Obj]], *,
              pvcs: Iterable[Obj] = (), pvs: Iterable[Obj] = (), gpu_resource: str | None = None,
              namespaces_labels: Mapping[str, Mapping[str, str]] | None = None) -> list[NodeFit]:
@@ -304,33 +350,58 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
     node_aff = NodeAffinity(pod)
     wanted_ports = host_ports(pod)
     volumes = _volume_selectors(pod, pvcs, pvs)
-    t_uid, t_ref = str(_meta(pod).get("uid") or ""), _pod_ref(pod)
-    t_named = bool(_name(pod))  # same identity rule as resources.same_pod
-    nodes_by_name = {_name(n): n for n in nodes}
-    aff_state = PodAffinityState.build(pod, nodes_by_name, pods_by_node, namespaces_labels)
-    check_affinity = aff_state.active
-
-    fits: list[NodeFit] = []
+    is_target = _TargetMatcher(pod)
+    infos = []
     for node in nodes:
         name = _name(node)
+        bound = pods_by_node.get(name, ())
+        info = node_info(node, bound if isinstance(bound, (list, tuple)) else list(bound), name)
+        if is_target.maybe_on(info):  # the target is not its own neighbour
+            info = build_node_info(node, [p for p in info.pods if not is_target(p)])
+        infos.append(info)
+    nodes_by_name = {i.name: i.node for i in infos}
+    if PodAffinityState.needs_every_pod(pod):
+        aff_pods: Mapping[str, Iterable[Obj]] = {i.name: [f.pod for f in i.active] for i in infos}
+    else:  # only pods with required anti-affinity can turn this pod away
+        aff_pods = {i.name: i.anti_affinity for i in infos if i.anti_affinity}
+    aff_state = PodAffinityState.build(pod, nodes_by_name, aff_pods, namespaces_labels)
+    check_affinity = aff_state.active
+
+    # Rejections that read the same on many nodes (thousands of "Insufficient
+    # nvidia.com/gpu ... node has none") are made once and shared: they are frozen.
+    same: dict[tuple[Any, ...], Rejection] = {}
+    # A node's fit depends on the node, its pods (both fixed for one NodeInfo) and what
+    # the target asks, unless other nodes' pods (inter-pod affinity) or volumes come in:
+    # then a NodeInfo keeps the fit, and a warm bot re-checking a pod redoes only the
+    # nodes that changed.
+    asks = None if check_affinity or volumes else _asks(
+        pod, requests, gpu_res, best_effort, wanted_node, wanted_ports)
+    fits: list[NodeFit] = []
+    for info in infos:
+        if asks is not None and (kept := info.verdicts.get(asks)) is not None:
+            fits.append(kept)
+            continue
+        node, name = info.node, info.name
         rej: list[Rejection] = []
-        taints: list[Obj] = list((node.get("spec") or {}).get("taints") or ())
-        labels: Mapping[str, str] = _meta(node).get("labels") or {}
 
         if wanted_node and wanted_node != name:
             rej.append(Rejection("NodeName", f"spec.nodeName is {wanted_node}"))
 
-        rej.extend(_lifecycle_rejections(node, taints, tolerations, best_effort))
+        if not info.healthy:
+            rej.extend(_lifecycle_rejections(node, info.taints, tolerations, best_effort))
 
         if not node_aff.empty:
             miss = node_aff.mismatch(node)
             if miss is not None:
                 rej.append(Rejection("NodeAffinity", miss[1], label=miss[0] or None))
 
-        for t in untolerated([t for t in taints if t.get("key") not in LIFECYCLE_TAINTS],
-                             tolerations):
-            rej.append(Rejection("TaintToleration", f"untolerated taint {taint_str(t)}",
-                                 taint=dict(t)))
+        if info.other_taints:
+            for t in untolerated(info.other_taints, tolerations):
+                tkey = ("taint", *sorted(t.items()))
+                if tkey not in same:
+                    same[tkey] = Rejection("TaintToleration", f"untolerated taint {taint_str(t)}",
+                                           taint=dict(t))
+                rej.append(same[tkey])
 
         if check_affinity:
             why = aff_state.check(node)
@@ -338,74 +409,60 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
                 rej.append(Rejection("InterPodAffinity", why))
 
         for claim, pv, selector in volumes:
-            vmiss = selector.mismatch(labels)
+            vmiss = selector.mismatch(info.labels)
             if vmiss is not None:
                 rej.append(Rejection(
                     "VolumeNodeAffinity",
                     f"PersistentVolume {pv} (claim {claim}) node affinity {vmiss[1]}",
                     label=vmiss[0] or None))
 
-        # Pods on the node: requested resources, pod count, GPU holders, host ports.
-        used: dict[str, float] = {}
-        holders: list[tuple[str, float]] = []
-        used_ports: list[tuple[_Port, str]] = []
-        count = 0
-        for p in pods_by_node.get(name, ()):
-            preq, terminated, puid, pref, _ = pod_facts(p)
-            if terminated or p is pod or (
-                    puid == t_uid if (puid and t_uid) else (t_named and pref == t_ref)):
-                continue  # terminated pods hold nothing; the target is not its own neighbour
-            count += 1
-            for k, v in preq.items():
-                used[k] = used.get(k, 0.0) + v
-            g = preq.get(gpu_res)
-            if g:
-                holders.append((pref, g))
-            if wanted_ports:
-                used_ports.extend((hp, pref) for hp in host_ports(p))
-        used = {k: canonical(k, v) for k, v in used.items()}
-        alloc = node_allocatable(node)
-
-        free: dict[str, float] = {}
-        for k in set(alloc) | set(used) | set(requests):
-            if k == PODS:
-                continue
-            free[k] = (units(k, alloc.get(k, 0.0)) - units(k, used.get(k, 0.0))) / (
-                1000 if k == "cpu" else 1)
+        alloc, free = info.allocatable, info.free
+        if any(k not in free for k in requests):  # asked for what the node has none of
+            free = {**free, **{k: 0.0 for k in requests if k not in free and k != PODS}}
         for k, need in requests.items():
             if k == PODS:
                 continue
             have = free[k]
             if units(k, need) > units(k, have):
-                a = alloc.get(k, 0.0)
-                where = (f"free {_fmt(have, k)} of {_fmt(a, k)} allocatable" if k in alloc
-                         else "node has none")
-                rej.append(Rejection(
-                    "NodeResourcesFit",
-                    f"Insufficient {k}: requested {_fmt(need, k)}, {where}",
-                    resource=k, requested=need, free=have, allocatable=a))
-        status = node.get("status") or {}
-        if PODS in alloc or "pods" in (status.get("capacity") or {}):
+                rkey = (k, have, alloc.get(k))
+                if rkey not in same:
+                    a = alloc.get(k, 0.0)
+                    where = (f"free {_fmt(have, k)} of {_fmt(a, k)} allocatable" if k in alloc
+                             else "node has none")
+                    same[rkey] = Rejection(
+                        "NodeResourcesFit",
+                        f"Insufficient {k}: requested {_fmt(need, k)}, {where}",
+                        resource=k, requested=need, free=have, allocatable=a)
+                rej.append(same[rkey])
+        count = len(info.active)
+        if info.has_pod_limit:
             max_pods = alloc.get(PODS, 0.0)
-            free[PODS] = max_pods - count
             if count + 1 > max_pods:
                 rej.append(Rejection(
                     "NodeResourcesFit",
                     f"Too many pods: {count} of {max_pods:g} allowed pods already on the node",
                     resource=PODS, requested=1.0, free=max_pods - count, allocatable=max_pods))
-        used[PODS] = float(count)
 
-        for want in wanted_ports:
-            for have_port, owner in used_ports:
-                if _port_conflict(want, have_port):
-                    ip, proto, port = want
-                    rej.append(Rejection(
-                        "NodePorts", f"hostPort {port}/{proto}"
-                        + (f" on {ip}" if ip != "0.0.0.0" else "")
-                        + f" is already used by {owner}"))
-                    break
+        if wanted_ports:
+            used_ports = [(hp, f.ref) for f in info.active for hp in host_ports(f.pod)]
+            for want in wanted_ports:
+                for have_port, owner in used_ports:
+                    if _port_conflict(want, have_port):
+                        ip, proto, port = want
+                        rej.append(Rejection(
+                            "NodePorts", f"hostPort {port}/{proto}"
+                            + (f" on {ip}" if ip != "0.0.0.0" else "")
+                            + f" is already used by {owner}"))
+                        break
 
-        rej.sort(key=lambda r: FILTERS.index(r.filter))
+        if len(rej) > 1:
+            rej.sort(key=lambda r: FILTERS.index(r.filter))
+        holders = [(f.ref, g) for f in info.extended if (g := f.requests.get(gpu_res))]
         holders.sort(key=lambda h: (-h[1], h[0]))
-        fits.append(NodeFit(name, rej, alloc, used, free, holders))
+        fit = NodeFit(name, rej, alloc, info.requested, free, holders)
+        if asks is not None:
+            if len(info.verdicts) >= _TARGETS_KEPT:
+                info.verdicts.clear()
+            info.verdicts[asks] = fit
+        fits.append(fit)
     return fits

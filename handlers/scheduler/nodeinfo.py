@@ -1,0 +1,140 @@
+"""What the filters need of one node and the pods on it, remembered between diagnoses.
+
+kube-scheduler keeps a NodeInfo per node (allocatable, the pods bound there, their summed
+requests) and updates it as pods come and go, instead of summing every pod of a node for
+every pod it schedules. ``node_info(node, pods)`` is the same idea: it is computed once for
+a node object and its pod objects, and handed out again while the node and every pod are
+the very same objects. Snapshots never change their objects; the watch cache replaces an
+object when it changes, never edits it; so a warm bot recomputes only the nodes whose pods
+or node object changed since the last diagnosis. Like ``pod_facts``, only objects carrying
+``metadata.uid`` (API objects) are remembered: templates and hand-written fixtures may be
+edited in place, so they are recomputed every time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from handlers.kube.resources import (
+    PODS,
+    PodFacts,
+    canonical,
+    is_extended,
+    node_allocatable,
+    pod_facts,
+    units,
+)
+from handlers.kube.taints import LIFECYCLE_TAINTS
+
+Obj = Mapping[str, Any]
+
+_PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure")
+_MAX_REMEMBERED = 50_000  # nodes; more means several clusters' worth: start again
+
+
+@dataclass(frozen=True, eq=False)
+class NodeInfo:
+    """A node and the non-terminated pods bound to it, as the filters see them.
+
+    The dicts are shared between diagnoses: callers must not change them.
+    """
+
+    node: Obj
+    pods: tuple[Obj, ...]  # as given, terminated ones too: what the entry was built from
+    ids: tuple[int, ...]  # id() of each pod
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Obj, ...]
+    other_taints: tuple[Obj, ...]  # all but the lifecycle taints (TaintToleration's)
+    conditions: Mapping[str, str]
+    # No cordon, no lifecycle taint, Ready not False/Unknown, no pressure condition: the
+    # lifecycle filters pass every pod, whatever it tolerates.
+    healthy: bool
+    allocatable: dict[str, float]  # node_allocatable
+    has_pod_limit: bool  # allocatable or capacity lists "pods"
+    active: tuple[PodFacts, ...]  # the non-terminated pods
+    requested: dict[str, float]  # their summed requests on the scheduler's grid, and "pods"
+    free: dict[str, float]  # allocatable - requested per resource either names, and "pods"
+    refs: frozenset[str]  # "ns/name" of the active pods
+    uids: frozenset[str]
+    anti_affinity: tuple[Obj, ...]  # active pods with required podAntiAffinity
+    extended: tuple[PodFacts, ...]  # active pods asking for an extended resource (GPUs)
+    # What the filters concluded here for a few recent targets (see simulate): it lives
+    # and dies with this NodeInfo, so it is exactly as fresh.
+    verdicts: dict[Hashable, Any] = field(default_factory=dict)
+
+
+_REMEMBERED: dict[str, NodeInfo] = {}
+
+
+def node_info(node: Obj, pods: Sequence[Obj], name: str | None = None) -> NodeInfo:
+    """The node's NodeInfo with ``pods`` bound to it (terminated pods hold nothing);
+    ``name``: the node's, when the caller has it at hand."""
+    meta = node.get("metadata") or {}
+    if name is None:
+        name = str(meta.get("name") or "")
+    hit = _REMEMBERED.get(name)
+    # The same pod objects: comparing ids is exact while ``hit`` keeps its pods alive, as
+    # no other object can have their ids meanwhile.
+    if hit is not None and hit.node is node and hit.ids == tuple(map(id, pods)):
+        return hit
+    info = build_node_info(node, pods)
+    if meta.get("uid") and all(f.uid for f in info.active):
+        if len(_REMEMBERED) >= _MAX_REMEMBERED:
+            _REMEMBERED.clear()
+        _REMEMBERED[name] = info
+    return info
+
+
+def forget() -> None:
+    """Drop every remembered NodeInfo (only needed after editing objects in place)."""
+    _REMEMBERED.clear()
+
+
+def build_node_info(node: Obj, pods: Sequence[Obj]) -> NodeInfo:
+    """A NodeInfo computed afresh, never remembered."""
+    meta = node.get("metadata") or {}
+    spec = node.get("spec") or {}
+    status = node.get("status") or {}
+    taints = tuple(spec.get("taints") or ())
+    conditions = {str(c.get("type")): str(c.get("status"))
+                  for c in status.get("conditions") or ()}
+    healthy = (not spec.get("unschedulable")
+               and not any(t.get("key") in LIFECYCLE_TAINTS for t in taints)
+               and conditions.get("Ready", "True") == "True"
+               and not any(conditions.get(c) == "True" for c in _PRESSURE))
+    alloc = node_allocatable(node)
+    has_pod_limit = PODS in alloc or "pods" in (status.get("capacity") or {})
+
+    active = tuple(f for f in map(pod_facts, pods) if not f.terminated)
+    summed: dict[str, float] = {}
+    for f in active:
+        for k, v in f.requests.items():
+            summed[k] = summed.get(k, 0.0) + v
+    requested = {k: canonical(k, v) for k, v in summed.items()}
+    free: dict[str, float] = {}
+    for k in alloc.keys() | requested.keys():
+        if k != PODS:
+            free[k] = (units(k, alloc.get(k, 0.0)) - units(k, requested.get(k, 0.0))) / (
+                1000 if k == "cpu" else 1)
+    requested[PODS] = float(len(active))
+    if has_pod_limit:
+        free[PODS] = alloc.get(PODS, 0.0) - len(active)
+    return NodeInfo(
+        node=node, pods=tuple(pods), ids=tuple(map(id, pods)), name=str(meta.get("name") or ""),
+        labels=meta.get("labels") or {}, taints=taints,
+        other_taints=tuple(t for t in taints if t.get("key") not in LIFECYCLE_TAINTS),
+        conditions=conditions, healthy=healthy, allocatable=alloc,
+        has_pod_limit=has_pod_limit, active=active, requested=requested, free=free,
+        refs=frozenset(f.ref for f in active), uids=frozenset(f.uid for f in active if f.uid),
+        anti_affinity=tuple(f.pod for f in active if _required_anti_affinity(f.pod)),
+        extended=tuple(f for f in active if any(map(is_extended, f.requests))),
+    )
+
+
+def _required_anti_affinity(pod: Obj) -> bool:
+    affinity = (pod.get("spec") or {}).get("affinity") or {}
+    return bool((affinity.get("podAntiAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"))
