@@ -90,24 +90,27 @@ def advertises_gpus(node: Mapping[str, Any]) -> bool:
     return any(v > 0 for v in gpu_resources(node).values())
 
 
-# node id -> (node, advertises GPUs or is labelled for them); see is_gpu_node
-_GPU_NODES: dict[int, tuple[Mapping[str, Any], bool]] = {}
+# node name -> (node, advertises GPUs or is labelled for them); see is_gpu_node
+_GPU_NODES: dict[str, tuple[Mapping[str, Any], bool]] = {}
 
 
 def is_gpu_node(node: Mapping[str, Any], plugin_nodes: Collection[str] = ()) -> bool:
     """Advertises GPUs, is labelled for them, or runs a device plugin. The first two are
-    remembered per node object carrying a uid (API objects are replaced, never edited, when
-    they change), as ``pod_facts`` does for pods: diagnoses ask it of every node."""
-    hit = _GPU_NODES.get(id(node))
+    remembered for the node object, when it carries a uid (API objects are replaced, never
+    edited, when they change), as ``pod_facts`` does for pods: diagnoses ask it of every
+    node. A node's newer version takes the older one's entry."""
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    hit = _GPU_NODES.get(name)
     if hit is not None and hit[0] is node:
         found = hit[1]
     else:
         found = advertises_gpus(node) or has_gpu_labels(node)
-        if (node.get("metadata") or {}).get("uid"):
+        if meta.get("uid"):
             if len(_GPU_NODES) >= 50_000:
                 _GPU_NODES.clear()
-            _GPU_NODES[id(node)] = (node, found)
-    return found or name_of(node) in plugin_nodes
+            _GPU_NODES[name] = (node, found)
+    return found or name in plugin_nodes
 
 
 def expected_gpu_count(node: Mapping[str, Any]) -> int | None:

@@ -179,6 +179,7 @@ def test_memoised_by_identity_only_for_api_objects() -> None:
     assert pod_requests(real) == {"cpu": 1.0}
     twin = pod([ctr({"cpu": "2"})], uid="u-1")  # same uid, another object: not confused
     assert pod_requests(twin) == {"cpu": 2.0}
+    assert len(R._CACHE) == 1  # the newer version took the entry: nothing stale kept alive
     fixture = pod([ctr({"cpu": "1"})])  # no uid: never cached, so mutation is seen
     assert pod_requests(fixture) == {"cpu": 1.0}
     fixture["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"

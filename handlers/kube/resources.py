@@ -21,11 +21,12 @@ counts. Like the scheduler (``Quantity.MilliValue()`` / ``Value()``), a pod's to
 rounded *up* to whole millicores for cpu and to whole units for everything else; sums are
 kept on that grid so that comparisons do not suffer from float drift.
 
-Memoisation: ``pod_requests`` results are cached by ``id(pod)`` for objects that carry a
-``metadata.uid`` (real API objects, which handlers treat as immutable). The cache keeps a
-reference to the pod, so the id cannot be recycled while the entry lives, and every hit is
-checked with ``is``. Objects without a uid (templates, hand-built fixtures) are recomputed
-each time. Call ``clear_cache()`` if you mutate a pod in place.
+Memoisation: ``pod_requests`` results are cached by ``metadata.uid`` for the objects that
+carry one (real API objects, which handlers treat as immutable: a watch cache replaces a
+changed pod with a new object), and a hit counts only for the very object (``is``). A newer
+version of a pod takes its old version's entry, so a long-running bot keeps no stale pods
+alive through this cache. Objects without a uid (templates, hand-built fixtures) are
+recomputed each time. Call ``clear_cache()`` if you mutate a pod in place.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ HUGEPAGES_PREFIX = "hugepages-"
 
 # One GC-tracked object per cached pod: a big snapshot heap makes every full collection
 # expensive, so the cache must not add much to what the collector tracks.
-_CACHE: dict[int, PodFacts] = {}
+_CACHE: dict[str, PodFacts] = {}  # by uid
 _CACHE_MAX = 200_000
 
 
@@ -253,17 +254,17 @@ class PodFacts(NamedTuple):
 
 def pod_facts(pod: Obj) -> PodFacts:
     """Memoised (see the module docstring) requests, phase and identity of a pod."""
-    hit = _CACHE.get(id(pod))
-    if hit is not None and hit[4] is pod:
-        return hit
     m = pod.get("metadata") or {}
     uid = str(m.get("uid") or "")
+    hit = _CACHE.get(uid) if uid else None
+    if hit is not None and hit[4] is pod:
+        return hit
     facts = PodFacts(_compute(pod), is_terminated(pod), uid,
                      f"{m.get('namespace') or ''}/{m.get('name') or ''}", pod)
     if uid:
         if len(_CACHE) >= _CACHE_MAX:
             _CACHE.clear()
-        _CACHE[id(pod)] = facts
+        _CACHE[uid] = facts  # a newer version of the pod replaces the old one's entry
     return facts
 
 

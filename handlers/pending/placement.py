@@ -128,7 +128,7 @@ def verdicts(p: Placement) -> list[NodeVerdict]:
     by_name = sorted(p.fits, key=attrgetter("node"))
     gpu = [f for f in by_name if f.node in p.gpu_nodes]
     for f in gpu + [f for f in by_name if f.node not in p.gpu_nodes] if gpu else by_name:
-        hit = _VERDICTS.get(id(f))
+        hit = _VERDICTS.get(f.node)
         if hit is not None and hit[0] is f and hit[1] == res:
             out.append(hit[2])
             continue
@@ -143,14 +143,14 @@ def verdicts(p: Placement) -> list[NodeVerdict]:
                         gpu_allocatable=f.allocatable.get(res, 0.0))
         if len(_VERDICTS) >= 50_000:
             _VERDICTS.clear()
-        _VERDICTS[id(f)] = (f, res, v)
+        _VERDICTS[f.node] = (f, res, v)
         out.append(v)
     return out
 
 
-# NodeFit id -> (the fit, resource, its verdict): simulate hands out the same NodeFit for a
+# node -> (its last NodeFit, resource, verdict): simulate hands out the same NodeFit for a
 # node that did not change (see NodeInfo.verdicts), so its table row is made once too.
-_VERDICTS: dict[int, tuple[NodeFit, str, NodeVerdict]] = {}
+_VERDICTS: dict[str, tuple[NodeFit, str, NodeVerdict]] = {}
 
 
 def check(ctx: PendingContext) -> tuple[list[Finding], Placement]:
