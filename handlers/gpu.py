@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from handlers.kube.quantity import parse_quantity
 
@@ -90,27 +90,40 @@ def advertises_gpus(node: Mapping[str, Any]) -> bool:
     return any(v > 0 for v in gpu_resources(node).values())
 
 
-# node name -> (node, advertises GPUs or is labelled for them); see is_gpu_node
-_GPU_NODES: dict[str, tuple[Mapping[str, Any], bool]] = {}
+class GpuTraits(NamedTuple):
+    node: Mapping[str, Any]
+    name: str
+    gpu_like: bool  # advertises GPUs or is labelled for them
+    offered: frozenset[str]  # GPU resources listed in allocatable (even at 0)
+
+
+# node name -> its traits; see gpu_traits
+_TRAITS: dict[str, GpuTraits] = {}
+
+
+def gpu_traits(node: Mapping[str, Any]) -> GpuTraits:
+    """What diagnoses ask of every node, remembered for the node object when it carries a
+    uid (API objects are replaced, never edited, when they change), as ``pod_facts`` does
+    for pods. A node's newer version takes the older one's entry."""
+    meta = node.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    hit = _TRAITS.get(name)
+    if hit is not None and hit.node is node:
+        return hit
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    traits = GpuTraits(node, name, advertises_gpus(node) or has_gpu_labels(node),
+                       frozenset(r for r in alloc if is_gpu_resource(r)))
+    if meta.get("uid"):
+        if len(_TRAITS) >= 50_000:
+            _TRAITS.clear()
+        _TRAITS[name] = traits
+    return traits
 
 
 def is_gpu_node(node: Mapping[str, Any], plugin_nodes: Collection[str] = ()) -> bool:
-    """Advertises GPUs, is labelled for them, or runs a device plugin. The first two are
-    remembered for the node object, when it carries a uid (API objects are replaced, never
-    edited, when they change), as ``pod_facts`` does for pods: diagnoses ask it of every
-    node. A node's newer version takes the older one's entry."""
-    meta = node.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    hit = _GPU_NODES.get(name)
-    if hit is not None and hit[0] is node:
-        found = hit[1]
-    else:
-        found = advertises_gpus(node) or has_gpu_labels(node)
-        if meta.get("uid"):
-            if len(_GPU_NODES) >= 50_000:
-                _GPU_NODES.clear()
-            _GPU_NODES[name] = (node, found)
-    return found or name in plugin_nodes
+    """Advertises GPUs, is labelled for them, or runs a device plugin."""
+    traits = gpu_traits(node)
+    return traits.gpu_like or traits.name in plugin_nodes
 
 
 def expected_gpu_count(node: Mapping[str, Any]) -> int | None:

@@ -10,10 +10,10 @@ from typing import Any
 from handlers.chain.inventory import SCOPE_FRACTION, device_plugin_nodes
 from handlers.gpu import (
     GPU_RESOURCE,
+    GpuTraits,
+    gpu_traits,
     is_device_plugin_pod,
-    is_gpu_node,
     is_gpu_resource,
-    name_of,
 )
 from handlers.kube.resources import pod_requests
 from handlers.scheduler.filters import NodeFit, simulate
@@ -67,19 +67,22 @@ class PendingContext:
         res, _ = self.gpu_request
         if res is None:
             return None
-        names = [name for name, n in self.nodes_by_name.items() if name in self.gpu_like
-                 or res in (n.get("status", {}).get("allocatable") or {})]
+        names = [t.name for t in self._traits if t.gpu_like or res in t.offered]
         return names if len(names) * SCOPE_FRACTION <= len(self.nodes) else None
 
     @cached_property
+    def _traits(self) -> list[GpuTraits]:
+        return [gpu_traits(n) for n in self.nodes]
+
+    @cached_property
     def nodes_by_name(self) -> dict[str, Obj]:
-        return {name_of(n): n for n in self.nodes}
+        return {t.name: n for t, n in zip(self._traits, self.nodes, strict=True)}
 
     @cached_property
     def gpu_like(self) -> set[str]:
         """Nodes that advertise GPUs or are labelled for them (``is_gpu_node`` without
         the device-plugin pods)."""
-        return {name for name, n in self.nodes_by_name.items() if is_gpu_node(n)}
+        return {t.name for t in self._traits if t.gpu_like}
 
     @cached_property
     def pods_by_node(self) -> dict[str, list[Obj]]:
