@@ -707,6 +707,17 @@ def _cache(fk: FakeKube, **options: Any) -> tuple[LiveView, WatchCache]:
     return view, cache
 
 
+@pytest.fixture
+def warm(fresh: FakeKube) -> Iterator[tuple[LiveView, WatchCache]]:
+    """A live view on ``fresh`` with a synced watch cache, stopped afterwards."""
+    view, cache = _cache(fresh)
+    try:
+        yield view, cache
+    finally:
+        cache.stop()
+        view.close()
+
+
 def test_watch_cache_syncs_and_serves_warm_reads_without_requests(
     fresh: FakeKube, snap: SnapshotView
 ) -> None:
@@ -776,26 +787,21 @@ def test_label_selected_reads_come_from_label_indexes_that_follow_changes(
 
 
 def test_pods_of_many_nodes_come_from_the_warm_cache_in_one_pass(
-    fresh: FakeKube, snap: SnapshotView
+    fresh: FakeKube, warm: tuple[LiveView, WatchCache], snap: SnapshotView
 ) -> None:
     from handlers.view import Reader
 
-    fk = fresh
-    view, cache = _cache(fresh)
-    try:
-        settled(fk).requests.clear()
-        reader = Reader(view)
-        nodes = ["gpu-0", "gpu-1", "gpu-2", "nowhere"]
-        got = reader.pods_on(nodes)
-        assert list(got) == nodes and got["nowhere"] == []
-        for n in nodes:
-            assert_same(got[n], snap.list("Pod", field_selector=f"spec.nodeName={n}"))
-        assert reader.pods_on(["gpu-1"])["gpu-1"] is got["gpu-1"]  # one answer a diagnosis
-        assert view.stats["cache_reads"] == 1
-        assert [r for r in settled(fk).requests if r.verb != "watch"] == []
-    finally:
-        cache.stop()
-        view.close()
+    view, _ = warm
+    settled(fresh).requests.clear()
+    reader = Reader(view)
+    nodes = ["gpu-0", "gpu-1", "gpu-2", "nowhere"]
+    got = reader.pods_on(nodes)
+    assert list(got) == nodes and got["nowhere"] == []
+    for n in nodes:
+        assert_same(got[n], snap.list("Pod", field_selector=f"spec.nodeName={n}"))
+    assert reader.pods_on(["gpu-1"])["gpu-1"] is got["gpu-1"]  # one answer a diagnosis
+    assert view.stats["cache_reads"] == 1
+    assert [r for r in settled(fresh).requests if r.verb != "watch"] == []
 
 
 def test_configmaps_are_kept_for_the_operator_namespace_only(fresh: FakeKube) -> None:

@@ -287,8 +287,6 @@ def _lifecycle_rejections(node: Obj, taints: Sequence[Obj], tolerations: Sequenc
 
 
 _TARGETS_KEPT = 8  # per node: the fits of this many distinct targets
-
-
 _ASKS: dict[Hashable, int] = {}  # what a target asks -> a number never given to another
 _ASKS_NEXT = itertools.count()
 
@@ -321,15 +319,11 @@ class _TargetMatcher:
         self.uid = str(_meta(pod).get("uid") or "")
         self.ref = _pod_ref(pod) if _name(pod) else ""
 
-    def __call__(self, other: Obj) -> bool:
-        return self.is_same(other)
-
     def maybe_on(self, info: NodeInfo) -> bool:
         """False when the target is surely not among the node's pods (cheap)."""
         if (self.uid and self.uid in info.uids) or (self.ref and self.ref in info.refs):
             return True
         return not self.uid and not self.ref and any(f.pod is self.pod for f in info.active)
-
 
 
 def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable[Obj]], *,
@@ -357,7 +351,7 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
         bound = pods_by_node.get(name, ())
         info = node_info(node, bound if isinstance(bound, (list, tuple)) else list(bound), name)
         if is_target.maybe_on(info):  # the target is not its own neighbour
-            info = build_node_info(node, [p for p in info.pods if not is_target(p)])
+            info = build_node_info(node, [p for p in info.pods if not is_target.is_same(p)])
         infos.append(info)
     nodes_by_name = {i.name: i.node for i in infos}
     if PodAffinityState.needs_every_pod(pod):
