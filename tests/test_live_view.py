@@ -827,6 +827,23 @@ def test_configmaps_are_kept_for_the_operator_namespace_only(fresh: FakeKube) ->
         view.close()
 
 
+def test_a_big_relist_is_kept_out_of_the_cycle_collectors_reach(fresh: FakeKube) -> None:
+    import gc
+
+    gc.unfreeze()
+    try:
+        view, cache = _cache(fresh)  # the default threshold: these lists are small
+        cache.stop()
+        view.close()
+        assert gc.get_freeze_count() == 0
+        view, cache = _cache(fresh, freeze_at=N_PODS)  # the Pod list reaches it
+        cache.stop()
+        view.close()
+        assert gc.get_freeze_count() > N_PODS
+    finally:
+        gc.unfreeze()
+
+
 def test_watch_cache_strips_managed_fields_and_last_applied(fresh: FakeKube) -> None:
     view, cache = _cache(fresh)
     try:

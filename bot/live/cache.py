@@ -17,6 +17,8 @@ Memory: objects are stored without ``metadata.managedFields`` and without the
 ``kubectl.kubernetes.io/last-applied-configuration`` annotation; Events keep only the newest
 ``max_events`` (by arrival; a re-list keeps the newest by event time). ``stats()`` reports
 objects and JSON bytes per kind; Python dicts take several times the JSON size in memory.
+A list of ``freeze_at`` objects or more is moved out of the cycle collector's reach
+(``gc.freeze``) once kept: see ``_relist``.
 """
 
 from __future__ import annotations
@@ -235,6 +237,7 @@ class WatchCache:
         backoff: float = 1.0,
         max_backoff: float = 30.0,
         missing_retry: float = 300.0,
+        freeze_at: int = 10_000,
         retry: RetryPolicy | None = None,
         namespaces: Mapping[str, str] | None = None,
     ) -> None:
@@ -246,6 +249,7 @@ class WatchCache:
         self.backoff = backoff
         self.max_backoff = max_backoff
         self.missing_retry = missing_retry
+        self.freeze_at = freeze_at
         only = DEFAULT_NAMESPACES if namespaces is None else namespaces
         self._stores = {
             k: _Store(kind_info(k), max_events if k == "Event" else None,
@@ -459,10 +463,13 @@ class WatchCache:
             for obj in prepare(info, items, api_version):
                 strip_for_cache(obj)
             store.replace(items, version)
-            # Out of the cycle collector's sight: the first full collection after syncing
-            # 150,000 pods walked every kept object with the GIL held (23 s, the whole bot
-            # frozen). They are acyclic JSON, freed by refcounting when replaced or deleted.
-            gc.freeze()
+            if len(items) >= self.freeze_at:
+                # Out of the cycle collector's sight: the first full collection after
+                # syncing 150,000 pods walked every kept object with the GIL held (23 s, the
+                # whole bot stalled). They are acyclic JSON, freed by refcounting when
+                # replaced or deleted. (Freezing also pins any cyclic garbage of the moment,
+                # so small lists, cheap to scan anyway, are not worth it.)
+                gc.freeze()
 
     def _watch(self, store: _Store) -> tuple[str, int]:
         """Watch until the stream ends: ("ended" | "gone" | "error", lines read)."""
