@@ -74,7 +74,7 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
     from bot.live import open_live_view
 
     live = open_live_view(settings.kubeconfig, settings.context,
-                          timeout=settings.kube_timeout)
+                          timeout=settings.kube_timeout, callers=settings.workers)
     if settings.watch:
         live.watch(namespaces={"ConfigMap": settings.operator_namespace})
 

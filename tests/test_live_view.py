@@ -5,6 +5,7 @@ can act on, bounded retries, prefetch, and the watch cache."""
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import subprocess
 import sys
@@ -842,6 +843,28 @@ def test_a_big_relist_is_kept_out_of_the_cycle_collectors_reach(fresh: FakeKube)
         assert gc.get_freeze_count() > N_PODS
     finally:
         gc.unfreeze()
+
+
+def test_the_connection_pool_holds_every_caller_and_watch_at_once(
+    fresh: FakeKube, caplog: pytest.LogCaptureFixture
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    callers = 24
+    path = fresh.write_kubeconfig(Path(fresh.snapshot or ".").parent / f"kc-{fresh.port}")
+    view = open_live_view(str(path), retry=FAST, callers=callers)
+    cache = view.watch()  # every default kind: one long-lived stream each
+    try:
+        assert cache.wait_synced(10)
+        fresh.faults.latency(0.2, resource="namespaces")  # so that the reads overlap
+        caplog.set_level(logging.WARNING, logger="urllib3")
+        with ThreadPoolExecutor(callers) as pool:
+            found = list(pool.map(lambda i: view.get("Namespace", "ml-team"), range(callers)))
+        assert all(found)
+        assert not [r for r in caplog.records if "pool is full" in r.getMessage()]
+    finally:
+        cache.stop()
+        view.close()
 
 
 def test_watch_cache_strips_managed_fields_and_last_applied(fresh: FakeKube) -> None:

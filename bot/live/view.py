@@ -359,9 +359,11 @@ def open_live_view(
     timeout: float = 10.0,
     max_workers: int = 8,
     retry: RetryPolicy | None = None,
+    callers: int = 1,
 ) -> LiveView:
     """A ``LiveView`` of the cluster a kubeconfig context names, or of the cluster this pod
-    runs in.
+    runs in. ``callers``: threads that read through it at once (the bot's diagnosis
+    workers), so that the connection pool holds a connection for each.
 
     In-cluster config (service account token) is used when ``KUBERNETES_SERVICE_HOST`` is
     set and no kubeconfig (argument or ``KUBECONFIG``) and no context is given. Otherwise
@@ -382,8 +384,11 @@ def open_live_view(
     # type.__call__: a fresh Configuration even on releases whose metaclass hands out a
     # copy of the process-wide default (the kubernetes package does the same).
     configuration = type.__call__(kclient.Configuration)
-    # One connection per pool worker, plus the watch cache's streams and a few spare.
-    configuration.connection_pool_maxsize = max_workers + 10
+    # A connection for each pool worker, each caller and each watch cache stream, and a few
+    # spare: a smaller pool discards connections under load and opens new ones.
+    from .cache import DEFAULT_KINDS
+
+    configuration.connection_pool_maxsize = max_workers + callers + len(DEFAULT_KINDS) + 2
     env_config = os.environ.get("KUBECONFIG")
     if (kubeconfig is None and not env_config and context is None
             and os.environ.get("KUBERNETES_SERVICE_HOST")):
