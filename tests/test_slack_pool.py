@@ -227,3 +227,21 @@ def test_prefetch_hints_reach_a_view_that_takes_them() -> None:
     Reader(GuardedView(shared, d)).prefetch(  # type: ignore[arg-type]
         [("Pod", "a", None, None), ("Node", None, None, None)])
     assert view.asked == [[("Node", None, None, None)]]  # "Pod in a" was just read
+
+
+def test_pods_of_many_nodes_pass_through_to_a_view_that_answers_them_at_once() -> None:
+    from handlers.view import Reader
+
+    class Bulk(SlowView):
+        def pods_on(self, nodes: Any) -> dict[str, list[Any]]:
+            return {n: [{"kind": "Pod", "metadata": {"name": f"p-{n}"}}] for n in nodes}
+
+    d = Deadline(5)
+    d.start()
+    got = Reader(GuardedView(SharedReads(Bulk(0)), d)).pods_on(  # type: ignore[arg-type]
+        ["a", "b"])
+    assert {n: [p["metadata"]["name"] for p in ps] for n, ps in got.items()} == {
+        "a": ["p-a"], "b": ["p-b"]}
+    plain = SlowView(0)  # no bulk answer: one list per node, through the shared reads
+    Reader(GuardedView(SharedReads(plain), d)).pods_on(["a", "b"])  # type: ignore[arg-type]
+    assert plain.calls == 2

@@ -55,7 +55,8 @@ _STATUS_LISTS = ("initContainerStatuses", "containerStatuses", "ephemeralContain
 class LiveView:
     """A ``handlers.view.ClusterView`` reading a live cluster. Thread-safe.
 
-    Objects returned may be shared with the watch cache: callers must not change them.
+    Objects and lists returned may be shared with the watch cache: callers must not change
+    them.
     """
 
     def __init__(

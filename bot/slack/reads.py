@@ -73,6 +73,17 @@ class GuardedView:
         return self._guard(f"reading logs of pod {pod} in {namespace}",
                            lambda: self.view.logs(namespace, pod, container))
 
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]] | None:
+        """Passed on to a view that answers many nodes' pods at once (a warm ``LiveView``);
+        None tells ``Reader`` to list them node by node."""
+        bulk = getattr(self.view, "pods_on", None)
+        if not callable(bulk):
+            return None
+        names = list(nodes)
+        found: dict[str, builtins.list[Obj]] | None = self._guard(
+            f"reading the pods of {len(names)} nodes", lambda: bulk(names))
+        return found
+
     def prefetch(self, requests: Iterable[tuple[str, str | None, str | None, str | None]]
                  ) -> None:
         """Passed on to a view that fetches lists ahead concurrently (``LiveView``)."""
@@ -171,6 +182,13 @@ class SharedReads:
     def logs(self, namespace: str, pod: str, container: str | None = None) -> str | None:
         return self._shared(("logs", namespace, pod, container),
                             lambda: self.view.logs(namespace, pod, container))
+
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]] | None:
+        """Passed on: a view that answers this reads its own memory (a watch cache), with
+        nothing to share; None tells ``Reader`` to list node by node (shared here)."""
+        bulk = getattr(self.view, "pods_on", None)
+        found: dict[str, builtins.list[Obj]] | None = bulk(nodes) if callable(bulk) else None
+        return found
 
     def prefetch(self, requests: Iterable[tuple[str, str | None, str | None, str | None]]
                  ) -> None:
