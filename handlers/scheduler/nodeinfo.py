@@ -88,11 +88,6 @@ def node_info(node: Obj, pods: Sequence[Obj], name: str | None = None) -> NodeIn
     return info
 
 
-def forget() -> None:
-    """Drop every remembered NodeInfo (only needed after editing objects in place)."""
-    _REMEMBERED.clear()
-
-
 def build_node_info(node: Obj, pods: Sequence[Obj]) -> NodeInfo:
     """A NodeInfo computed afresh, never remembered."""
     meta = node.get("metadata") or {}
