@@ -54,6 +54,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 # Shared with the snapshot benchmark beside this file (the script's directory is on sys.path).
+import bench_snapshot as snapshot
 from bench_snapshot import cli_command, finding_codes
 
 BENCH = Path(__file__).resolve().parent
@@ -106,13 +107,7 @@ def cleanup() -> None:
 
 
 @dataclass
-class Run:
-    seconds: float
-    cpu_seconds: float
-    maxrss_kb: int
-    exit_code: int
-    stdout: str
-    stderr: str
+class Run(snapshot.Run):
     requests: list[str] = field(default_factory=list)  # request-log lines between the marks
     timed_out: bool = False
 
@@ -160,20 +155,7 @@ def run_measured(
 
 
 def check(run: Run, ok_exit: set[int], want_json: bool) -> str:
-    if run.timed_out:
-        return "timed out (killed)"
-    if run.exit_code < 0:
-        return f"killed by signal {-run.exit_code}"
-    if run.exit_code not in ok_exit:
-        return f"exit status {run.exit_code}"
-    if "Traceback (most recent call last)" in run.stderr:
-        return "traceback on stderr"
-    if want_json:
-        try:
-            json.loads(run.stdout)
-        except ValueError as e:
-            return f"stdout is not JSON ({e})"
-    return ""
+    return "timed out (killed)" if run.timed_out else snapshot.check(run, ok_exit, want_json)
 
 
 # -- the fake API server ----------------------------------------------------------------------

@@ -248,6 +248,14 @@ def _fit_text(obj: dict[str, Any], limit: int) -> bool:
     return True
 
 
+def _cap(block: dict[str, Any], key: str, limit: int) -> bool:
+    """Keep the first ``limit`` items of ``block[key]``; True when some were dropped."""
+    if len(block[key]) <= limit:
+        return False
+    block[key] = block[key][:limit]
+    return True
+
+
 def fit(blocks: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
     """Blocks cut to Block Kit's limits; True when anything was cut."""
     cut = False
@@ -257,23 +265,17 @@ def fit(blocks: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], bool]:
             if isinstance(b.get("text"), dict):
                 cut |= _fit_text(b["text"], SECTION_TEXT)
             if isinstance(b.get("fields"), list):
-                if len(b["fields"]) > MAX_FIELDS:
-                    b["fields"] = b["fields"][:MAX_FIELDS]
-                    cut = True
+                cut |= _cap(b, "fields", MAX_FIELDS)
                 for f in b["fields"]:
                     cut |= _fit_text(f, FIELD_TEXT)
         elif t == "header":
             cut |= _fit_text(b["text"], HEADER_TEXT)
         elif t == "context":
-            if len(b["elements"]) > CONTEXT_ELEMENTS:
-                b["elements"] = b["elements"][:CONTEXT_ELEMENTS]
-                cut = True
+            cut |= _cap(b, "elements", CONTEXT_ELEMENTS)
             for e in b["elements"]:
                 cut |= _fit_text(e, CONTEXT_TEXT)
         elif t == "actions":
-            if len(b["elements"]) > ACTION_ELEMENTS:
-                b["elements"] = b["elements"][:ACTION_ELEMENTS]
-                cut = True
+            cut |= _cap(b, "elements", ACTION_ELEMENTS)
             for e in b["elements"]:
                 if isinstance(e.get("text"), dict):
                     cut |= _fit_text(e["text"], BUTTON_TEXT)
