@@ -44,6 +44,7 @@ CODES: dict[str, tuple[Section, str]] = {
     "GPU_FRACTIONAL_REQUEST": (Section.POD_SPEC, "Fractional GPU quantity"),
     "GPU_NOT_REQUESTED": (Section.POD_SPEC, "Workload needs a GPU but requests none"),
     "UNKNOWN_GPU_RESOURCE": (Section.POD_SPEC, "No node offers the requested GPU resource"),
+    "RESOURCE_CLAIM_UNSATISFIED": (Section.POD_SPEC, "GPU ResourceClaim cannot be allocated"),
     # Scheduling
     "INSUFFICIENT_GPU": (Section.SCHEDULING, "Not enough free GPUs"),
     "GPU_FRAGMENTATION": (Section.SCHEDULING, "Free GPUs are spread over too many nodes"),
@@ -62,6 +63,7 @@ CODES: dict[str, tuple[Section, str]] = {
     "MULTI_GPU_TOPOLOGY": (Section.SCHEDULING, "Multi-GPU pod on PCIe-only GPUs"),
     "SCHEDULER_NOT_FOUND": (Section.SCHEDULING, "Named scheduler is not running"),
     "GANG_INCOMPLETE": (Section.SCHEDULING, "Gang cannot place its minimum members"),
+    "QUEUE_QUOTA_EXHAUSTED": (Section.SCHEDULING, "Queue quota holds the workload back"),
     "PREEMPTION_BLOCKED": (Section.SCHEDULING, "Pod cannot preempt to get GPUs"),
     "PENDING_NO_EVENTS": (Section.SCHEDULING, "Pending with no scheduler event yet"),
     "POD_NOT_PENDING": (Section.SCHEDULING, "Pod is not pending"),
