@@ -55,6 +55,10 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     src.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
     src.add_argument("--timeout", metavar="SECONDS", type=float, default=10.0,
                      help="timeout of each API request (default 10)")
+    p.add_argument("--log-patterns", metavar="FILE",
+                   default=os.environ.get("GPUBOT_LOG_PATTERNS_FILE") or None,
+                   help="your own known log lines, in the format of handlers/knowledge/"
+                        "logs.yaml (default: $GPUBOT_LOG_PATTERNS_FILE)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text",
                    help="text for people (default), json for tools")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
@@ -141,8 +145,14 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         from bot.serve import serve
 
         return serve(args)
+    from handlers.knowledge.logs import LogPatternError, use_user_file
     from handlers.why_pending import UsageError
 
+    try:
+        use_user_file(args.log_patterns)
+    except LogPatternError as e:
+        err.write(f"gpubot: error: --log-patterns: {e}\n")
+        return EXIT_USAGE
     try:
         view = open_view(args, err)
         diag = _diagnose(args, Reader(view))

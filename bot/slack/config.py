@@ -59,6 +59,7 @@ ENV = {
     "dedupe_ttl": "GPUBOT_DEDUPE_TTL",
     "coalesce_ttl": "GPUBOT_COALESCE_TTL",
     "log_level": "GPUBOT_LOG_LEVEL",
+    "log_patterns_file": "GPUBOT_LOG_PATTERNS_FILE",
 }
 
 MODES = ("socket", "http")
@@ -91,6 +92,7 @@ class Settings:
     dedupe_ttl: float = 600.0
     coalesce_ttl: float = 5.0  # identical cluster reads within this share one request
     log_level: str = "INFO"
+    log_patterns_file: str | None = None  # the site's own known log lines (logs.yaml format)
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
@@ -115,6 +117,12 @@ class Settings:
             raise ConfigError(f"deadline must be positive ({ENV['deadline']})")
         if not self.command.startswith("/"):
             raise ConfigError(f"command must start with '/' ({ENV['command']})")
+        if self.log_patterns_file:
+            from handlers.knowledge.logs import LogPatternError, use_user_file
+            try:
+                use_user_file(self.log_patterns_file)
+            except LogPatternError as e:
+                raise ConfigError(f"log_patterns_file: {e}") from None
         return self
 
     def secrets(self) -> list[str]:
