@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from handlers.chain import cuda_context
 from handlers.chain.fixes import CRIT, WARN, Where
 from handlers.chain.model import (
     CHECK_ADMISSION,
@@ -102,7 +103,7 @@ def workloads(run: NodeRun) -> None:
             read += 1
             found, _ = run.logs(st)
         found = [(c, ln) for c, ln in found if c in UPSTREAM]
-        run.log_findings(st, found)
+        run.log_findings(st, cuda_context.apply(run, st, found))
     if not run.f.has("CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"):
         run.passed.append(CHECK_WORKLOADS)
 
