@@ -92,13 +92,19 @@ def fix(code: str, w: Where) -> str:
             "or SystemdCgroup = true.")
     if code == "CUDA_DRIVER_MISMATCH":
         want = w.cuda or "<node CUDA>"
+        major = w.driver.split(".")[0] if w.driver else ""
+        keep = ("nodes with a newer driver than this one:\naffinity:\n  nodeAffinity:\n"
+                "    requiredDuringSchedulingIgnoredDuringExecution:\n"
+                "      nodeSelectorTerms:\n      - matchExpressions:\n"
+                "        - key: nvidia.com/cuda.driver.major\n          operator: Gt\n"
+                f"          values: [\"{major}\"]" if major.isdigit() else
+                "nodes whose driver is new enough (GFD label nvidia.com/cuda.driver.major)")
         return (
             f"Use an image built for CUDA <= {want}, or upgrade the node driver"
             + (f" (now {w.driver})" if w.driver else "")
             + " (GPU operator: kubectl patch clusterpolicy cluster-policy --type merge -p "
             "'{\"spec\":{\"driver\":{\"version\":\"<newer driver>\"}}}'), or keep the pod on "
-            "nodes whose driver is new enough:\n"
-            "nodeSelector:\n  nvidia.com/cuda.driver.major: \"550\"")
+            + keep)
     if code == "KUBELET_REGISTRATION_FAILED":
         return (
             f"kubectl -n {ns} delete pod {pod}   # the plugin registers again when it starts\n"
