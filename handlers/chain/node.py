@@ -46,6 +46,7 @@ from handlers.chain.pods import (
     pod_state,
 )
 from handlers.chain.sharing import SharingConfig
+from handlers.chain.xid import check as xid_check
 from handlers.codes import code_rank
 from handlers.gpu import (
     GPU_RESOURCE,
@@ -428,6 +429,7 @@ class NodeRun:
             self.advertising()
             health(self)
             workloads(self)
+            xid_check(self)
             labels_check(self)
             mig_check(self)
             sharing_check(self)
