@@ -34,6 +34,8 @@ _CATALOG = "https://docs.nvidia.com/deploy/xid-errors/index.html"
 # What an operator does, worst first.
 _ACTION_ORDER = ("repair", "drain", "reset", "app-fix")
 _MAX_SIGNALS = 6
+_TODO = {"app-fix": "fix the application", "reset": "reset the GPU",
+         "drain": "drain and reboot the node", "repair": "the GPU needs repair"}
 
 
 def xids_of(reason: str, message: str) -> list[int]:
@@ -121,8 +123,10 @@ def check(run: NodeRun) -> None:
         hardware = any(i is not None and i.hardware for x, i in infos.items() if x in api_xids)
         sev = CRIT if hardware or (winfo is not None and winfo.action in ("drain", "repair")) \
             else WARN
-        what = f"{winfo.name}: {winfo.meaning}" if winfo else "not in gpubot's Xid table"
-        summary = (f"Xid {', '.join(map(str, api_xids))} on {run.name}; Xid {worst} ({what}).")
+        what = (f"{winfo.name} ({'hardware; ' if winfo.hardware else ''}"
+                f"{_TODO[winfo.action]})" if winfo else "not in gpubot's Xid table")
+        summary = f"Xid {', '.join(map(str, api_xids))} on {run.name}" + (
+            f"; the worst, Xid {worst}: {what}." if len(api_xids) > 1 else f": {what}.")
         evidence = [line for _, line in signals[:_MAX_SIGNALS]]
         evidence += [_describe(x, infos[x]) for x in api_xids]
         run.f.add("GPU_XID_ERRORS", sev, summary, objects=[run.ref], evidence=evidence,
