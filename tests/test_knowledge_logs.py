@@ -106,6 +106,9 @@ def test_user_file_adds_entries_in_front(tmp_path: Path) -> None:
      " colour: red}", r"entry 0 \(d\): unknown key\(s\) colour"),
     ("- {codes: [DRIVER_NOT_READY], pattern: x}", r"entry 0: 'id' must be"),
     ("just: a mapping", r"expected a list of entries"),
+    ("- {id: e, codes: [DRIVER_NOT_READY], pattern: 'driver gone', component: c, meaning: m,"
+     " source: s, examples: ['driver went away']}",
+     r"entry 0 \(e\): example 0 does not match the pattern"),
 ])
 def test_bad_user_file_names_the_entry(tmp_path: Path, body: str, message: str) -> None:
     with pytest.raises(LogPatternError, match=message):

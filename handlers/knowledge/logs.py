@@ -92,6 +92,8 @@ def parse_entry(raw: object, where: str) -> Entry:
             examples.append((ex["line"], _codes(ex.get("codes"), f"{where} example {i}")))
         else:
             raise LogPatternError(f"{where}: example {i} must be a line or {{line, codes}}")
+        if not pattern.search(examples[-1][0]):
+            raise LogPatternError(f"{where}: example {i} does not match the pattern")
     return Entry(entry_id, codes, pattern, _text(raw, "component", where),
                  _text(raw, "meaning", where), _text(raw, "source", where), tuple(examples),
                  wraps)
