@@ -49,10 +49,19 @@ def test_a_sibling_using_the_gpu_the_same_way_clears_the_runtime() -> None:
 
 
 def test_a_sibling_with_another_runtime_class_proves_nothing() -> None:
-    sibling = _pod("plugin", "nvcr.io/nvidia/k8s-device-plugin:v0.15.0", rc="nvidia",
-                   running=True)
+    sibling = _pod("notebook", "jupyter/base:latest", rc="nvidia", running=True)
     r = read_insufficient(_pod("train", CUDA124), "gpu-0", driver=("550.54.15", "GFD"),
                           node_cuda=None, siblings=[sibling], runtime_classes=RC)
+    assert r is not None and r.code == "CONTAINER_RUNTIME_NOT_CONFIGURED"
+
+
+def test_a_running_device_plugin_is_no_sibling() -> None:
+    # Recent plugins load NVML from a hostPath mount of the driver root, not via the runtime.
+    plugin = _pod("nvidia-device-plugin-daemonset-x", "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                  gpu=False, running=True)
+    plugin["metadata"]["labels"] = {"app": "nvidia-device-plugin-daemonset"}
+    r = read_insufficient(_pod("train", CUDA124), "gpu-0", driver=("550.54.15", "GFD"),
+                          node_cuda=None, siblings=[plugin], runtime_classes=RC)
     assert r is not None and r.code == "CONTAINER_RUNTIME_NOT_CONFIGURED"
 
 

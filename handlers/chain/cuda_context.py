@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from handlers.chain.fixes import CRIT
 from handlers.chain.pods import PodState
-from handlers.gpu import is_device_plugin_pod, name_of, ns_of, operator_component, requests_gpu
+from handlers.gpu import name_of, ns_of, operator_component, requests_gpu
 from handlers.knowledge import cuda
 from handlers.knowledge.logs import active
 
@@ -48,10 +48,10 @@ def _runtime_class(pod: Mapping[str, Any]) -> str | None:
 
 
 def _uses_gpu(pod: Mapping[str, Any]) -> bool:
-    """A running pod that has the driver: a GPU workload, the device plugin or an
-    operator component that talks to NVML."""
-    return requests_gpu(pod) or is_device_plugin_pod(pod) or operator_component(pod) in (
-        "dcgm-exporter", "dcgm", "gfd", "validator")
+    """A running pod that got the driver from the runtime: a GPU workload or DCGM. Not the
+    device plugin or GFD: recent versions load NVML from a hostPath mount of the driver
+    root, so their running proves nothing about the runtime."""
+    return requests_gpu(pod) or operator_component(pod) in ("dcgm-exporter", "dcgm")
 
 
 def _running(pod: Mapping[str, Any]) -> bool:
