@@ -132,7 +132,8 @@ def read_insufficient(
         if nvidia_rcs:
             ev.append(f"RuntimeClass {name_of(nvidia_rcs[0])} (handler "
                       f"{nvidia_rcs[0].get('handler')}) exists: the NVIDIA runtime is "
-                      "installed but is not the node's default")
+                      "installed; a pod without it gets the node's default runtime, which "
+                      "did not inject the driver")
         name = name_of(nvidia_rcs[0]) if nvidia_rcs else "nvidia"
         return Reading(
             "CONTAINER_RUNTIME_NOT_CONFIGURED",
