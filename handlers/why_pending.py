@@ -15,7 +15,7 @@ from handlers.gpu import name_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
-from handlers.pending import placement, queueing, quota, spec
+from handlers.pending import placement, queueing, quota, spec, started
 from handlers.pending.context import PendingContext
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import Obj, Reader, ViewError
@@ -225,12 +225,20 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
     diag.details["requests"] = placement.resource_summary(pod_requests(ctx.pod))
     diag.details["events"] = [_event_line(e) for e in (ctx.events + ctx.controller_events)[-12:]]
 
-    if ctx.pod_exists and not _is_pending(ctx.pod):
+    trouble = started.trouble(ctx) if ctx.pod_exists and not _is_pending(ctx.pod) else None
+    if ctx.pod_exists and not _is_pending(ctx.pod) and trouble is None:
         diag.add(_not_pending(reader, ctx))
         diag.add_all(spec.check_gpu_not_requested(ctx))
         diag.details["all_clear"] = False
     elif ctx.pod_exists and ctx.pod.get("spec", {}).get("nodeName"):
-        diag.add_all(_bound_but_pending(ctx))
+        # Placed but not running as it should (admission, sandbox/hook, CUDA at start).
+        diag.details["trouble"] = trouble
+        diag.add_all(started.check(ctx))
+        diag.add_all(spec.check_gpu_not_requested(ctx))
+        if trouble and not diag.problems:
+            diag.details["all_clear"] = False
+            diag.unchecked.append(f"the pod does not run as it should ({trouble}); no known "
+                                  "GPU-stack cause in its events, status, log or node chain")
     else:
         _diagnose_unbound(ctx, diag)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
@@ -309,35 +317,3 @@ def _not_pending(reader: Reader, ctx: PendingContext) -> Finding:
         tuple(evidence),
         f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}",
     )
-
-
-def _bound_but_pending(ctx: PendingContext) -> list[Finding]:
-    """Scheduled, not started: kubelet admission, sandbox/runtime, the node's GPU chain."""
-    from handlers.chain import check_chain
-    from handlers.logpatterns import classify_log
-
-    node_name = str(ctx.pod["spec"]["nodeName"])
-    out: list[Finding] = []
-    ref = ObjectRef("Pod", ctx.pod_name, ctx.namespace)
-    st = ctx.pod.get("status", {})
-    if st.get("reason") == "UnexpectedAdmissionError" or "Allocate failed" in str(
-            st.get("message", "")):
-        out.append(Finding(
-            "DEVICE_ADMISSION_FAILED", Severity.CRITICAL,
-            f"Kubelet on {node_name} rejected the pod's GPU allocation.",
-            (ref, ObjectRef("Node", node_name)),
-            (f"status.reason: {st.get('reason')}", f"status.message: {st.get('message')}"),
-            "Delete the pod so that its controller recreates it; if it repeats, restart the "
-            f"device plugin on {node_name}.", (("restart-device-plugin", node_name),),
-        ))
-    for e in ctx.events:
-        for code, line in classify_log(str(e.get("message", ""))):
-            out.append(Finding(code, Severity.CRITICAL,
-                               f"Event {e.get('reason')} on the pod shows {code}.",
-                               (ref, ObjectRef("Node", node_name)), (line,),
-                               "See the node's GPU chain: gpubot doctor " + node_name))
-    node = ctx.reader.get("Node", node_name)
-    if node is not None:
-        chain = check_chain(ctx.reader, [node])
-        out += [f for f in chain.findings if f.severity.is_problem]
-    return out
