@@ -203,11 +203,40 @@ def _pick_pod(controller: Obj, pods: list[Obj]) -> Obj | None:
     return sorted(pods, key=name_of)[0]
 
 
+def _revision(rs: Obj) -> tuple[int, str]:
+    meta = rs.get("metadata") or {}
+    rev = str((meta.get("annotations") or {}).get("deployment.kubernetes.io/revision") or "")
+    return (int(rev) if rev.isdigit() else -1, str(meta.get("creationTimestamp") or ""))
+
+
+def _newest_rs_cannot_create(reader: Reader, deploy: Obj,
+                             pods: list[Obj]) -> tuple[Obj | None] | None:
+    """When a Deployment's newest ReplicaSet cannot create its pods (ReplicaFailure,
+    FailedCreate), the answer is about its template, not an older ReplicaSet's running pod:
+    ``(its pending pod or None,)``; None when the newest ReplicaSet is fine."""
+    if deploy.get("kind") != "Deployment":
+        return None
+    ns = str(deploy.get("metadata", {}).get("namespace") or "")
+    owned = [rs for rs in reader.list("ReplicaSet", ns) if _owned_by(rs, deploy)]
+    if not owned:
+        return None
+    newest = max(owned, key=_revision)
+    failing = any(c.get("type") == "ReplicaFailure" and c.get("status") == "True"
+                  for c in (newest.get("status") or {}).get("conditions") or [])
+    failing = failing or any(e.get("reason") == "FailedCreate" for e in reader.events(
+        "ReplicaSet", name_of(newest), ns))
+    if not failing:
+        return None
+    pending = sorted((p for p in pods if _owned_by(p, newest) and _is_pending(p)), key=name_of)
+    return (pending[0] if pending else None,)
+
+
 def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
     t = parse_target(target, namespace)
     pod, controller, pods = _resolve(reader, t)
     if pod is None and controller is not None:
-        pod = _pick_pod(controller, pods)
+        stuck = _newest_rs_cannot_create(reader, controller, pods)
+        pod = stuck[0] if stuck is not None else _pick_pod(controller, pods)
     diag = Diagnosis("why-pending", str(t))
     ns = t.namespace
     if pod is not None:
@@ -265,6 +294,8 @@ def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> None:
                          if not (explained and f.code == "PENDING_NO_EVENTS"))
     elif ctx.reader.readable("Node"):
         diag.unchecked.append("placement: the data holds no Node objects")
+    if ctx.details.get("scheduler_disagrees"):
+        diag.details["all_clear"] = False
     has_fs = any(e.get("reason") == "FailedScheduling" for e in ctx.events)
     if ctx.pod_exists and not has_fs and not diag.problems and not gate \
             and "PENDING_NO_EVENTS" not in diag.codes:
