@@ -14,6 +14,7 @@ import re
 
 from handlers.chain import check_chain
 from handlers.chain.pods import CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, pod_state
+from handlers.gpu import requests_gpu
 from handlers.logpatterns import classify_log
 from handlers.model import Finding, ObjectRef, Severity
 from handlers.pending.context import PendingContext
@@ -23,6 +24,7 @@ from handlers.view import Obj
 ADMISSION_RE = re.compile(r"^(?:UnexpectedAdmissionError|OutOf[\w./-]+)$")
 _TROUBLE = (CRASHLOOP, CREATE_ERROR, IMAGE_PULL)
 _MAX_EVIDENCE = 4
+_NO_GPU_SYMPTOMS = frozenset({"CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"})
 
 
 def admission_rejected(pod: Obj) -> bool:
@@ -75,7 +77,12 @@ def check(ctx: PendingContext) -> list[Finding]:
     for e in ctx.events:
         found += [(c, f"event {e.get('reason')}: {line}")
                   for c, line in classify_log(str(e.get("message", "")))]
-    found += _own_log_lines(ctx)
+    own = _own_log_lines(ctx)
+    if not requests_gpu(pod):
+        # A container that asked no GPU gets no driver: its CUDA/NVML errors prove
+        # GPU_NOT_REQUESTED (spec.check_gpu_not_requested), not a driver or runtime fault.
+        own = [(c, line) for c, line in own if c not in _NO_GPU_SYMPTOMS]
+    found += own
     by_code: dict[str, list[str]] = {}
     for code, line in found:
         if code == "DEVICE_ADMISSION_FAILED" and out:
@@ -90,10 +97,13 @@ def check(ctx: PendingContext) -> list[Finding]:
             (ref, node_ref) if node_name else (ref,), tuple(lines[:_MAX_EVIDENCE]),
             f"See the node's GPU chain: gpubot doctor {node_name}" if node_name else
             f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}"))
-    node = ctx.reader.get("Node", node_name) if node_name else None
+    # A pod that asked no GPU is not served by the node's GPU chain: its problem is its own.
+    node = ctx.reader.get("Node", node_name) if node_name and requests_gpu(pod) else None
     if node is not None:
         chain = check_chain(ctx.reader, [node])
-        out += [f for f in chain.findings if f.severity.is_problem]
+        # The pod's own evidence already stands for a code the chain repeats node-wide.
+        seen = {f.code for f in out}
+        out += [f for f in chain.findings if f.severity.is_problem and f.code not in seen]
     return out
 
 
