@@ -68,6 +68,9 @@ Obj = dict[str, Any]
 # The stage an operator validation init container waits for.
 VALIDATION_STAGE = {
     "driver-validation": "DRIVER_NOT_READY",
+    # GKE's managed plugin waits here until the node's driver is installed (auto
+    # installation disabled: GoogleCloudPlatform/container-engine-accelerators#407).
+    "nvidia-driver-installer": "DRIVER_NOT_READY",
     "toolkit-validation": "CONTAINER_RUNTIME_NOT_CONFIGURED",
 }
 # Component -> the code its own failure is reported as.
