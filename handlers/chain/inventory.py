@@ -7,6 +7,7 @@ indexed by node.
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections import defaultdict
 from collections.abc import Iterable
@@ -45,10 +46,19 @@ def _template_pod(ds: Obj) -> Obj:
     return {"kind": "Pod", "metadata": meta, "spec": tmpl.get("spec") or {}}
 
 
-def _admission_failed(pod: Obj) -> bool:
+# Pod-level reasons the kubelet writes when it rejects a pod at admission
+# (pkg/kubelet/lifecycle/predicate.go): UnexpectedAdmissionError, OutOf<resource>.
+_ADMISSION_RE = re.compile(r"^(?:UnexpectedAdmissionError|OutOf[\w./-]+)$")
+
+
+def admission_failed(pod: Obj) -> bool:
+    """The kubelet rejected the pod at admission (device allocation, OutOf<resource>)."""
     st = pod.get("status") or {}
-    return st.get("reason") == "UnexpectedAdmissionError" or "Allocate failed due to" in str(
-        st.get("message") or "")
+    return bool(_ADMISSION_RE.match(str(st.get("reason") or ""))) or (
+        "Allocate failed due to" in str(st.get("message") or ""))
+
+
+
 
 
 def _workload_failing(pod: Obj) -> bool:
@@ -205,7 +215,7 @@ class _Sorter:
         spec = pod.get("spec") or {}
         node = spec.get("nodeName") or ""
         phase = (pod.get("status") or {}).get("phase")
-        if node and phase == "Failed" and _admission_failed(pod):
+        if node and phase == "Failed" and admission_failed(pod):
             if not cluster_only:
                 self.admission[node].append(pod)
             return

@@ -10,27 +10,17 @@ status, logs: hard errors count at once, no age threshold), then its node's disc
 
 from __future__ import annotations
 
-import re
-
 from handlers.chain import check_chain
+from handlers.chain.inventory import admission_failed
 from handlers.chain.pods import CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, pod_state
 from handlers.gpu import requests_gpu
 from handlers.logpatterns import classify_log
 from handlers.model import Finding, ObjectRef, Severity
 from handlers.pending.context import PendingContext
-from handlers.view import Obj
 
-# Pod-level failure reasons the kubelet writes at admission (lifecycle/predicate.go).
-ADMISSION_RE = re.compile(r"^(?:UnexpectedAdmissionError|OutOf[\w./-]+)$")
 _TROUBLE = (CRASHLOOP, CREATE_ERROR, IMAGE_PULL)
 _MAX_EVIDENCE = 4
 _NO_GPU_SYMPTOMS = frozenset({"CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"})
-
-
-def admission_rejected(pod: Obj) -> bool:
-    st = pod.get("status") or {}
-    return bool(ADMISSION_RE.match(str(st.get("reason") or ""))) or (
-        "Allocate failed due to" in str(st.get("message") or ""))
 
 
 def trouble(ctx: PendingContext) -> str | None:
@@ -41,7 +31,7 @@ def trouble(ctx: PendingContext) -> str | None:
     phase = st.get("phase")
     if phase == "Succeeded":
         return None
-    if admission_rejected(pod):
+    if admission_failed(pod):
         return f"kubelet rejected it: {st.get('reason')}: {st.get('message', '')}".strip()
     state = pod_state(pod, ctx.reader.now())
     issues = [i for i in state.issues if i.kind in _TROUBLE]
@@ -61,7 +51,7 @@ def check(ctx: PendingContext) -> list[Finding]:
     st = pod.get("status") or {}
     out: list[Finding] = []
     nested: list[tuple[str, str]] = []
-    if admission_rejected(pod):
+    if admission_failed(pod):
         message = str(st.get("message") or "")
         nested = [(c, line) for c, line in classify_log(message)
                   if c != "DEVICE_ADMISSION_FAILED"]
