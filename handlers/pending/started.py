@@ -11,6 +11,7 @@ status, logs: hard errors count at once, no age threshold), then its node's disc
 from __future__ import annotations
 
 from handlers.chain import check_chain
+from handlers.chain.fixes import Where, fix, summary
 from handlers.chain.inventory import admission_failed
 from handlers.chain.pods import CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, pod_state
 from handlers.gpu import requests_gpu
@@ -80,13 +81,16 @@ def check(ctx: PendingContext) -> list[Finding]:
         by_code.setdefault(code, [])
         if line not in by_code[code]:
             by_code[code].append(line)
+    # Fix texts name the node's GPU components, not this pod.
+    where = Where(node_name or "<node>", pod=f"<device-plugin pod on {node_name or 'the node'}>")
     for code, lines in by_code.items():
+        # The chain's words for the cause, about this pod and its node.
         out.append(Finding(
             code, Severity.CRITICAL,
-            f"The pod's own events, status or log on {node_name or 'its node'} show {code}.",
+            f"The pod's own events, status or log show it: {summary(code, where)}",
             (ref, node_ref) if node_name else (ref,), tuple(lines[:_MAX_EVIDENCE]),
-            f"See the node's GPU chain: gpubot doctor {node_name}" if node_name else
-            f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}"))
+            fix(code, where) or (f"gpubot doctor {node_name}" if node_name else
+                                 f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}")))
     # A pod that asked no GPU is not served by the node's GPU chain: its problem is its own.
     node = ctx.reader.get("Node", node_name) if node_name and requests_gpu(pod) else None
     if node is not None:
