@@ -157,7 +157,11 @@ def is_device_plugin_pod(pod: Mapping[str, Any]) -> bool:
     layout: upstream manifest, Helm chart, GPU operator, GKE/AKS managed plugins, HAMi,
     4paradigm and Volcano vGPU; by label, name, image or a GPU-looking pod mounting the
     kubelet's device-plugin directory (handlers/knowledge/device_plugins.yaml)."""
-    return plugin_evidence(pod) is not None
+    why = plugin_evidence(pod)
+    if why is None:
+        return False
+    # A GPU operator component that happens to mount the directory is that component.
+    return not (why.startswith("hostPath") and operator_component(pod) is not None)
 
 
 def operator_component(pod: Mapping[str, Any]) -> str | None:

@@ -114,3 +114,9 @@ def test_the_data_names_a_source_for_every_rule() -> None:
     k = node_knowledge()
     assert k.labels and all(r.source.startswith("https://") for r in k.labels)
     assert k.instance_types and k.pool_keys
+
+
+def test_an_operator_component_mounting_the_plugin_dir_stays_that_component() -> None:
+    pod = _pod("nvidia-mig-manager-x", {"app": "nvidia-mig-manager"},
+               "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.8.0", DP)
+    assert not is_device_plugin_pod(pod)
