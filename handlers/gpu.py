@@ -27,6 +27,8 @@ GFD_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.memory", "nvidia.com/gpu
               "nvidia.com/gpu.compute.major")
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+# mig-manager's nvidia.com/mig.config.state values while a node's MIG config is not in place.
+MIG_NOT_APPLIED = ("failed", "pending", "rebooting")
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 
 

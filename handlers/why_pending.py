@@ -210,33 +210,33 @@ def _revision(rs: Obj) -> tuple[int, str]:
 
 
 def _newest_rs_cannot_create(reader: Reader, deploy: Obj,
-                             pods: list[Obj]) -> tuple[Obj | None] | None:
+                             pods: list[Obj]) -> tuple[bool, Obj | None]:
     """When a Deployment's newest ReplicaSet cannot create its pods (ReplicaFailure,
     FailedCreate), the answer is about its template, not an older ReplicaSet's running pod:
-    ``(its pending pod or None,)``; None when the newest ReplicaSet is fine."""
+    ``(True, its pending pod or None)``; ``(False, None)`` when it is fine."""
     if deploy.get("kind") != "Deployment":
-        return None
+        return False, None
     ns = str(deploy.get("metadata", {}).get("namespace") or "")
     owned = [rs for rs in reader.list("ReplicaSet", ns) if _owned_by(rs, deploy)]
     if not owned:
-        return None
+        return False, None
     newest = max(owned, key=_revision)
     failing = any(c.get("type") == "ReplicaFailure" and c.get("status") == "True"
                   for c in (newest.get("status") or {}).get("conditions") or [])
     failing = failing or any(e.get("reason") == "FailedCreate" for e in reader.events(
         "ReplicaSet", name_of(newest), ns))
     if not failing:
-        return None
+        return False, None
     pending = sorted((p for p in pods if _owned_by(p, newest) and _is_pending(p)), key=name_of)
-    return (pending[0] if pending else None,)
+    return True, (pending[0] if pending else None)
 
 
 def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
     t = parse_target(target, namespace)
     pod, controller, pods = _resolve(reader, t)
     if pod is None and controller is not None:
-        stuck = _newest_rs_cannot_create(reader, controller, pods)
-        pod = stuck[0] if stuck is not None else _pick_pod(controller, pods)
+        stuck, stuck_pod = _newest_rs_cannot_create(reader, controller, pods)
+        pod = stuck_pod if stuck else _pick_pod(controller, pods)
     diag = Diagnosis("why-pending", str(t))
     ns = t.namespace
     if pod is not None:

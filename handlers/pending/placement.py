@@ -18,6 +18,7 @@ from handlers.chain import check_chain
 from handlers.gpu import (
     GPU_RESOURCE,
     MIG_CONFIG_STATE_LABEL,
+    MIG_NOT_APPLIED,
     MIG_RESOURCE_RE,
     MIG_STRATEGY_LABEL,
     expected_gpu_count,
@@ -50,8 +51,6 @@ TARGETING_LABELS = ("nvidia.com/gpu.family", "nvidia.com/gpu.product",
                     "cloud.google.com/gke-accelerator", "nvidia.com/gpu.machine",
                     "k8s.amazonaws.com/accelerator", "nvidia.com/gpu.memory")
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
-# mig-manager's nvidia.com/mig.config.state values before a config is in place.
-MIG_NOT_APPLIED = ("failed", "pending", "rebooting")
 CUDA_OOM_RE = re.compile(r"(CUDA out of memory|CUDA error: out of memory|OutOfMemoryError)")
 
 

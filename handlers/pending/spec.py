@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from handlers.gpu import (
     GPU_RESOURCE,
     MIG_CONFIG_STATE_LABEL,
+    MIG_NOT_APPLIED,
     MIG_RESOURCE_RE,
     MIG_STRATEGY_LABEL,
     is_gpu_resource,
@@ -227,7 +228,7 @@ def _explained_by_nodes(ctx: PendingContext, resource: str) -> bool:
     if resource == GPU_RESOURCE:
         return bool(ctx.gpu_like)
     if MIG_RESOURCE_RE.match(resource):
-        return any(labels(n).get(MIG_CONFIG_STATE_LABEL) in ("failed", "pending", "rebooting")
+        return any(labels(n).get(MIG_CONFIG_STATE_LABEL) in MIG_NOT_APPLIED
                    for n in ctx.nodes)
     return False
 
