@@ -162,8 +162,9 @@ def is_device_plugin_pod(pod: Mapping[str, Any]) -> bool:
     why = plugin_evidence(pod)
     if why is None:
         return False
-    # A GPU operator component that happens to mount the directory is that component.
-    return not (why.startswith("hostPath") and operator_component(pod) is not None)
+    # A pod labelled as a plugin is one; otherwise a GPU operator component that shares the
+    # plugin's image (GFD, MPS daemon) or mounts its directory is that component.
+    return why.startswith("label") or operator_component(pod) is None
 
 
 def operator_component(pod: Mapping[str, Any]) -> str | None:

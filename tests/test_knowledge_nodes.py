@@ -120,3 +120,10 @@ def test_an_operator_component_mounting_the_plugin_dir_stays_that_component() ->
     pod = _pod("nvidia-mig-manager-x", {"app": "nvidia-mig-manager"},
                "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.8.0", DP)
     assert not is_device_plugin_pod(pod)
+
+
+def test_an_operator_component_with_the_plugin_image_stays_that_component() -> None:
+    pod = _pod("nvidia-container-toolkit-daemonset-x1",
+               {"app": "nvidia-container-toolkit-daemonset"},
+               "nvcr.io/nvidia/k8s-device-plugin:v0.15.0", DP)
+    assert not is_device_plugin_pod(pod)
