@@ -930,7 +930,8 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             if res.failure:
                 continue
             run = run_measured(
-                res.argv, base_env if res is bases[0] else env, a.cmd_timeout, fake.log
+                res.argv, base_env if bases and res is bases[0] else env, a.cmd_timeout,
+                fake.log,
             )
             res.runs.append(run)
             why = check(run, {0} if res in bases else ok_exit, want_json=True)
