@@ -263,6 +263,7 @@ class WatchCache:
         self._threads: list[threading.Thread] = []
         self._streams: dict[str, urllib3.BaseHTTPResponse] = {}
         self._streams_lock = threading.Lock()
+        self._started = time.monotonic()
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -274,6 +275,7 @@ class WatchCache:
         if self._threads:
             return
         self._stop.clear()
+        self._started = time.monotonic()
         for kind, store in self._stores.items():
             thread = threading.Thread(target=self._run, args=(store,), daemon=True,
                                       name=f"gpubot-watch-{kind}")
@@ -298,6 +300,10 @@ class WatchCache:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
 
     def synced(self, kind: str) -> bool:
         store = self._stores.get(kind)
@@ -467,6 +473,9 @@ class WatchCache:
             store.missing = False
             items, version, _ = got
             store.replace(items, version)
+            if store.lists == 1:
+                log.info("watch cache: %s synced, %d objects in %.1f s", info.kind, len(items),
+                         time.monotonic() - self._started)
             store.leaner.sweep()  # the replaced objects' subtrees
             if len(items) >= self.freeze_at:
                 # Out of the cycle collector's sight: the first full collection after
