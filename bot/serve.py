@@ -83,7 +83,7 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
                          name="gpubot-warm").start()
 
     def probe() -> bool:
-        if live.cache is not None and not live.cache.wait_synced(0):
+        if live.cache is not None and not live.cache.settled():
             return False  # ready once diagnoses read from the cache
         try:
             live.get("Namespace", "default")
