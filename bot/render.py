@@ -6,17 +6,13 @@ One template per command (``<command>.txt.j2``), sharing ``_macros.txt.j2``.
 from __future__ import annotations
 
 import json
-import os
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from bot.resources import TEMPLATE_DIR
 from handlers.model import Diagnosis, Severity
-
-TEMPLATE_DIR = Path(os.environ.get("GPUBOT_TEMPLATES", Path(__file__).resolve().parent.parent
-                                   / "templates"))
 
 _ANSI = {"critical": "1;31", "warning": "33", "info": "36", "ok": "32", "bold": "1",
          "dim": "2"}

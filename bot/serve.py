@@ -110,13 +110,10 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
     """Run until SIGTERM/SIGINT (or ``stop`` is set). ``ready(server)`` is called once
     serving (tests use it to learn the port)."""
     err = err or sys.stderr
-    try:
-        from bot.slack.app import SlackBot
-        from bot.slack.config import ConfigError
-        from bot.slack.server import BotServer
-    except ImportError as e:
-        err.write(f"gpubot: serve needs the Slack extras: pip install 'gpubot[slack]' ({e})\n")
-        return EXIT_USAGE
+    from bot.slack.app import SlackBot
+    from bot.slack.config import ConfigError
+    from bot.slack.server import BotServer
+
     try:
         settings = _settings(args, dict(os.environ) if env is None else env)
     except ConfigError as e:

@@ -374,13 +374,9 @@ def open_live_view(
     Raises ``KubeconfigError`` (a ``ViewError``) when none of that is usable; no request is
     made before the first read.
     """
-    try:
-        # Typed as Any: the package ships type hints only in recent releases.
-        kclient: Any = importlib.import_module("kubernetes.client")
-        kconfig: Any = importlib.import_module("kubernetes.config")
-    except ImportError as err:
-        raise KubeconfigError("live mode needs the kubernetes package: "
-                              "pip install 'gpubot[live]'") from err
+    # Typed as Any: the package ships type hints only in recent releases.
+    kclient: Any = importlib.import_module("kubernetes.client")
+    kconfig: Any = importlib.import_module("kubernetes.config")
 
     # type.__call__: a fresh Configuration even on releases whose metaclass hands out a
     # copy of the process-wide default (the kubernetes package does the same).
