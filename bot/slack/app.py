@@ -50,6 +50,7 @@ from bot.slack.commands import ROUTES, Command, CommandError, parse, parse_args
 from bot.slack.commands import run as run_command
 from bot.slack.config import Settings
 from bot.slack.dedupe import Dedupe
+from bot.slack.mentions import Mentions
 from bot.slack.metrics import Metrics
 from bot.slack.pool import Deadline, DiagnosisPool
 from bot.slack.reads import GuardedView
@@ -113,6 +114,7 @@ class Request:
     response_url: str | None
     received: float
     card_ts: str | None = None  # a Re-check: the card to edit
+    thread_ts: str | None = None  # asked in a thread (a mention): every answer goes there
 
 
 def _str(d: Any, *path: str) -> str:
@@ -177,6 +179,7 @@ class SlackBot:
         )
         app.middleware(self.drop_repeats)
         app.command(self.settings.command)(self.on_command)
+        Mentions(self).register(app)
         app.action(RECHECK)(self.on_recheck)
         app.action(ACTION)(self.on_action)
         app.error(self.on_error)
@@ -265,47 +268,54 @@ class SlackBot:
     # -- /gpu -------------------------------------------------------------------------------
 
     def on_command(self, ack: Ack, body: dict[str, Any]) -> None:
-        received = self._clock()
-        slash = self.settings.command
         req = Request(_str(body, "user_id"), _str(body, "channel_id"),
-                      _str(body, "channel_name"), _str(body, "response_url") or None, received)
-        text = _str(body, "text")
+                      _str(body, "channel_name"), _str(body, "response_url") or None,
+                      self._clock())
+
+        def reply(text: str, blocks: Sequence[dict[str, Any]] | None = None) -> None:
+            ack(text=text, blocks=blocks, response_type="ephemeral")
+
+        self.handle(_str(body, "text"), req, reply)
+
+    def handle(self, text: str, req: Request, reply: Callable[..., Any]) -> None:
+        """A command's text, from ``/gpu`` or a mention: the guards, then the pool.
+        ``reply(text=..., blocks=...)`` answers the asker privately at once."""
+        slash = self.settings.command
         try:
             cmd = parse(text)
         except CommandError as err:
             self.metrics.count("unknown", "usage_error")
-            ack(text=messages.usage(slash, str(err), err.example or "help"),
-                response_type="ephemeral")
+            reply(text=messages.usage(slash, str(err), err.example or "help"))
             return
         log.info("%s %s from user %s in %s", slash, cmd.line(), req.user, req.channel)
         if cmd.name == "help":
             self.metrics.count("help", "help")
-            ack(**self.help_message(cmd.target, req))
+            msg = self.help_message(cmd.target, req)
+            reply(text=msg["text"], blocks=msg["blocks"])
             return
         if not cmd.route.available():
             self.metrics.count(cmd.name, "usage_error")
-            ack(text=messages.unavailable(slash, cmd.name), response_type="ephemeral")
+            reply(text=messages.unavailable(slash, cmd.name))
             return
         refused = self._limit(req.user, cmd.name)
         if refused:
-            ack(text=refused, response_type="ephemeral")
+            reply(text=refused)
             return
         try:
             resolved = self.policy.resolve(cmd, req.channel, req.channel_name, req.user)
         except GpubotError as err:  # a target parse_target refuses (checked in parse too)
             self.metrics.count(cmd.name, "usage_error")
-            ack(text=messages.usage(slash, str(err), cmd.route.example), response_type="ephemeral")
+            reply(text=messages.usage(slash, str(err), cmd.route.example))
             return
         if isinstance(resolved, Refusal):
             self.metrics.count(cmd.name, "refused")
-            ack(text=f":no_entry: {resolved.message}", response_type="ephemeral")
+            reply(text=f":no_entry: {resolved.message}")
             return
         if self._submit(resolved, req) is None:
             self.metrics.count(cmd.name, "busy")
-            ack(text=messages.busy(self.pool.queued), response_type="ephemeral")
+            reply(text=messages.busy(self.pool.queued))
             return
-        ack(text=messages.diagnosing(resolved.line(), self.view.source),
-            response_type="ephemeral")
+        reply(text=messages.diagnosing(resolved.line(), self.view.source))
 
     def help_message(self, topic: str | None, req: Request) -> dict[str, Any]:
         allowed = self.policy.allowed(req.channel, req.channel_name)
@@ -328,7 +338,8 @@ class SlackBot:
         req = Request(_str(body, "user", "id"), _str(body, "channel", "id"),
                       _str(body, "channel", "name"), _str(body, "response_url") or None,
                       received, card_ts=_str(body, "container", "message_ts")
-                      or _str(body, "message", "ts"))
+                      or _str(body, "message", "ts"),
+                      thread_ts=_str(body, "container", "thread_ts") or None)
         try:
             value = json.loads(action.get("value") or "")
             argv = value["q"]
@@ -451,11 +462,11 @@ class SlackBot:
         """The card in the channel, the proof in its thread, files if anything was cut."""
         rendered = self.render(cmd, diag, req)
         try:
-            ts = self._post(req.channel, rendered.card)
+            ts = self._post(req.channel, rendered.card, thread_ts=req.thread_ts)
         except SlackApiError as err:
             self._cannot_post(cmd, req, rendered, err)
             return
-        self._post_thread(req.channel, ts, rendered, cmd, diag)
+        self._post_thread(req.channel, req.thread_ts or ts, rendered, cmd, diag)
         self.metrics.count(cmd.name, "answered")
         self.metrics.answer_seconds.labels(command=cmd.name).observe(self._clock() - req.received)
 
@@ -473,7 +484,7 @@ class SlackBot:
             self._respond(req, messages.cannot_post(_error_name(err)))
             return
         if changes.added or changes.resolved or not changes.known:
-            self._post_thread(req.channel, req.card_ts, rendered, cmd, diag)
+            self._post_thread(req.channel, req.thread_ts or req.card_ts, rendered, cmd, diag)
         self.metrics.count("recheck", "answered")
         self.metrics.answer_seconds.labels(command="recheck").observe(
             self._clock() - req.received)
@@ -546,7 +557,7 @@ class SlackBot:
         if not req.response_url:
             with contextlib.suppress(SlackApiError):
                 self._call("chat_postEphemeral", channel=req.channel, user=req.user, text=text,
-                           blocks=list(blocks) if blocks else None)
+                           blocks=list(blocks) if blocks else None, thread_ts=req.thread_ts)
             return
         hook = WebhookClient(req.response_url, timeout=15,
                              retry_handlers=retry_handlers(self.metrics,
