@@ -95,12 +95,17 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
     return SharedReads(live, ttl=settings.coalesce_ttl), probe, close
 
 
-def _logging(level: str, secrets: list[str]) -> None:
+def _logging(level: str, secrets: list[str], log_format: str = "text") -> None:
     from bot.slack import redact
 
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if log_format == "json":
+        from bot.logformat import JsonFormatter
+
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter())
     redact.install(secrets)
 
 
@@ -119,7 +124,7 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
     except ConfigError as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_USAGE
-    _logging(settings.log_level, settings.secrets())
+    _logging(settings.log_level, settings.secrets(), settings.log_format)
     try:
         view, probe, close_view = open_cluster(settings)
     except ViewError as e:

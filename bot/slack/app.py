@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import Ack, App, BoltRequest, BoltResponse
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry import (
@@ -146,6 +147,7 @@ class SlackBot:
                                   max_stuck=settings.max_stuck)
         self.metrics.watch_pool(lambda: self.pool.queued, lambda: self.pool.running,
                                 lambda: self.pool.stuck)
+        self.metrics.watch_cluster(view)
         self.policy = AccessPolicy(settings.channel_namespaces,
                                    restrict_cluster_commands=settings.restrict_cluster_commands)
         self.limiter = RateLimiter(settings.rate_limit)
@@ -175,7 +177,7 @@ class SlackBot:
             # return: no hop through Bolt's 5-thread listener pool, no 10 ms ack polling.
             process_before_response=True,
             listener_executor=self.listener_executor,
-            logger=logging.getLogger("gpubot.slack.bolt"),
+            logger=_bolt_logger(),
         )
         app.middleware(self.drop_repeats)
         app.command(self.settings.command)(self.on_command)
@@ -580,6 +582,22 @@ class SlackBot:
             self.io.submit(self._respond, req, text)
         except RuntimeError:  # shutting down
             self._respond(req, text)
+
+
+class _KnownNoise(logging.Filter):
+    """Bolt reads SLACK_BOT_TOKEN from the environment even when given a ``client``
+    (slack_bolt/app/app.py: ``token = token or os.environ.get(...)``), then warns at every
+    start that the token is unused. It is the client's own token: nothing to act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+def _bolt_logger() -> logging.Logger:
+    logger = logging.getLogger("gpubot.slack.bolt")
+    if not any(isinstance(f, _KnownNoise) for f in logger.filters):
+        logger.addFilter(_KnownNoise())
+    return logger
 
 
 def _error_name(err: BaseException) -> str:
