@@ -34,7 +34,11 @@ EXAMPLES = """examples:
   gpubot why-pending ml-team/train-0 --snapshot examples/plugin-crashloop-cuda-mismatch
   gpubot why-pending deployment/llm-serve -n inference --snapshot ./dump
   gpubot doctor gpu-node-7 --snapshot ./dump -o json
-  gpubot nodes --snapshot ./dump
+  gpubot nodes -o wide --snapshot ./dump.yaml.gz
+  gpubot -n ml-team pending -l app=train --context prod --timeout 30s
+  gpubot quota -A --fail-on warning -o yaml
+  kubectl get pods,nodes -A -o yaml | gpubot pending --snapshot -
+  source <(gpubot completion bash)
 
 make a snapshot of a cluster:
   kubectl cluster-info dump --all-namespaces --output-directory ./dump

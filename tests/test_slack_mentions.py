@@ -87,8 +87,11 @@ def test_usage_errors_and_help_are_private_and_in_the_thread(h: BotHarness) -> N
     notes = ephemerals(h, 2)
     assert all(c.params["thread_ts"] == thread for c in notes)
     text = " ".join(c.params.get("text", "") for c in notes)
-    assert "unknown command" in text and "why-pending" in text
-    assert any(c.params.get("blocks") for c in notes)  # the help card
+    assert "unknown command" in text and "Try: `@gpubot why-pending" in text
+    assert "/gpu" not in text  # no slash command can be typed in a thread
+    help_card = next(c for c in notes if c.params.get("blocks"))
+    assert "@gpubot why-pending" in json.dumps(help_card.params["blocks"])
+    assert "/gpu" not in json.dumps(help_card.params["blocks"])
     time.sleep(0.3)
     assert h.slack.calls("chat.postMessage") == []
 

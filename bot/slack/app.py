@@ -279,10 +279,12 @@ class SlackBot:
 
         self.handle(_str(body, "text"), req, reply)
 
-    def handle(self, text: str, req: Request, reply: Callable[..., Any]) -> None:
+    def handle(self, text: str, req: Request, reply: Callable[..., Any],
+               prefix: str | None = None) -> None:
         """A command's text, from ``/gpu`` or a mention: the guards, then the pool.
-        ``reply(text=..., blocks=...)`` answers the asker privately at once."""
-        slash = self.settings.command
+        ``reply(text=..., blocks=...)`` answers the asker privately at once; hints show
+        commands as ``prefix`` (default: the slash command) would take them."""
+        slash = prefix or self.settings.command
         try:
             cmd = parse(text)
         except CommandError as err:
@@ -292,7 +294,7 @@ class SlackBot:
         log.info("%s %s from user %s in %s", slash, cmd.line(), req.user, req.channel)
         if cmd.name == "help":
             self.metrics.count("help", "help")
-            msg = self.help_message(cmd.target, req)
+            msg = self.help_message(cmd.target, req, slash)
             reply(text=msg["text"], blocks=msg["blocks"])
             return
         if not cmd.route.available():
@@ -319,11 +321,12 @@ class SlackBot:
             return
         reply(text=messages.diagnosing(resolved.line(), self.view.source))
 
-    def help_message(self, topic: str | None, req: Request) -> dict[str, Any]:
+    def help_message(self, topic: str | None, req: Request,
+                     command: str | None = None) -> dict[str, Any]:
         allowed = self.policy.allowed(req.channel, req.channel_name)
         routes = [r for r in ROUTES.values() if topic is None or r.name in (topic, "help")]
         msg = self.renderer.render_template(
-            "slack/help.j2", command=self.settings.command, topic=topic,
+            "slack/help.j2", command=command or self.settings.command, topic=topic,
             routes=[{"usage": r.usage, "summary": r.summary, "example": r.example,
                      "available": r.available()} for r in routes],
             allowed=(sorted(allowed) if allowed is not None

@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("gpubot.slack.mentions")
 
+# How hints write a command for a mention (the manifest's bot name).
+MENTION_PREFIX = "@gpubot"
 # <@U0BOT> or <@U0BOT|gpubot>: Slack's form of a user mention in message text.
 _MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 
@@ -69,7 +71,7 @@ class Mentions:
             except RuntimeError:  # shutting down
                 self.bot._respond(req, text, blocks)
 
-        self.bot.handle(text, req, reply)
+        self.bot.handle(text, req, reply, prefix=MENTION_PREFIX)
 
 
     def channel_name(self, channel: str) -> str:
