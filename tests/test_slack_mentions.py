@@ -181,3 +181,28 @@ def test_recheck_of_a_card_in_a_thread_answers_in_that_thread(h: BotHarness) -> 
     assert edit.params["ts"] == "1700000000.000001"
     proof = h.slack.wait_for("chat.postMessage")
     assert proof and all(c.params.get("thread_ts") == thread for c in proof)
+
+
+def test_a_mention_over_socket_mode_is_answered_once_in_its_thread() -> None:
+    with BotHarness(CRASHLOOP, mode="socket") as h:
+        h.slack.socket.wait_connected()
+        event = {"type": "app_mention", "user": "U0USER1", "channel": "C0CHAN1",
+                 "text": f"<@{BOT_USER}> nodes", "ts": "1710000001.000001",
+                 "thread_ts": "1710000000.000009", "event_ts": "1710000001.000001"}
+        payload = {"token": "legacy", "team_id": "T0001", "api_app_id": "A0001",
+                   "event": event, "type": "event_callback", "event_id": "EvSOCKET1",
+                   "event_time": 1710000001}
+        h.slack.socket.send({"envelope_id": "m-1", "type": "events_api", "payload": payload,
+                             "accepts_response_payload": False})
+        h.slack.socket.wait_ack("m-1")
+        h.slack.socket.send({"envelope_id": "m-2", "type": "events_api", "payload": payload,
+                             "accepts_response_payload": False, "retry_attempt": 1,
+                             "retry_reason": "timeout"})
+        h.slack.socket.wait_ack("m-2")
+        card = h.slack.wait_for("chat.postMessage")[0]
+        assert card.params["thread_ts"] == "1710000000.000009"
+        assert "GPU nodes" in card.blocks[0]["text"]["text"]
+        time.sleep(0.5)
+        cards = [c for c in h.slack.calls("chat.postMessage")
+                 if c.blocks and c.blocks[0]["type"] == "header"]
+        assert len(cards) == 1
