@@ -297,3 +297,21 @@ def test_fail_on_exits_3_at_that_severity_or_worse() -> None:
     assert codes(run(*clear, "-o", "json")[1]) == ["ALL_CLEAR"]
     assert run(*clear, "--fail-on", "warning")[0] == EXIT_OK
     assert run(*argv, "--fail-on", "info")[0] == EXIT_USAGE
+
+
+def test_a_gzip_bomb_is_refused_not_inflated(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from bot.snapshot import loader
+
+    monkeypatch.setattr(loader, "MAX_INFLATED", 64 << 10)
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    shutil.copy(TAINT, snap / "cluster.yaml")
+    (snap / "bomb.json.gz").write_bytes(gzip.compress(b" " * (1 << 20)))
+    code, out, _ = run("why-pending", "deployment/segformer", "-n", "cv-team",
+                       "--snapshot", str(snap), "-o", "json")
+    assert code == EXIT_OK
+    assert any("bomb.json.gz" in u and "inflates to more than" in u
+               for u in json.loads(out)["unchecked"])
+    code, _, err = run("nodes", "--snapshot", "-", stdin=b" " * (65 << 10))
+    assert code == 1 and "larger than" in err

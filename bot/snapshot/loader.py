@@ -9,7 +9,6 @@ could be read, raises ``SnapshotError``.
 from __future__ import annotations
 
 import gc
-import gzip
 import json
 import os
 import re
@@ -32,6 +31,10 @@ from .view import SnapshotView
 _DOC_SUFFIXES = (".md", ".markdown", ".rst", ".html", ".htm")
 _LOG_SUFFIXES = (".txt", ".log")
 _GZIP_MAGIC = b"\x1f\x8b"
+# Most bytes read from standard input or inflated from one .gz file: more than any real
+# dump file (a 30,000-pod pods.json is ~200 MB), little enough that a gzip bomb cannot
+# exhaust the machine.
+MAX_INFLATED = 2 << 30
 _ARCHIVE_MAGIC = (b"PK\x03\x04", b"BZh", b"\xfd7zXZ", b"(\xb5/\xfd")
 _NON_SPACE = re.compile(rb"\S")
 _UTF8_BOM = b"\xef\xbb\xbf"
@@ -46,8 +49,12 @@ def load_snapshot(path: str | Path, *, stdin: BinaryIO | None = None,
     loader = _Loader(progress=progress)
     if str(path) == "-":
         stream = stdin if stdin is not None else sys.stdin.buffer
+        data = stream.read(MAX_INFLATED + 1)
+        if len(data) > MAX_INFLATED:
+            raise SnapshotError(f"snapshot on standard input: larger than "
+                                f"{MAX_INFLATED >> 20} MB")
         with _no_cyclic_gc():
-            loader.load_bytes(Path("stdin"), stream.read())
+            loader.load_bytes(Path("stdin"), data)
         path = "stdin"
     else:
         root = Path(path)
@@ -184,8 +191,8 @@ class _Loader:
         self._read_bytes += len(data)
         if data.startswith(_GZIP_MAGIC):
             try:
-                data = gzip.decompress(data)
-            except (OSError, EOFError, zlib.error) as err:
+                data = _gunzip(data, MAX_INFLATED)
+            except (EOFError, zlib.error) as err:
                 self._problem(str(path), None, f"cannot decompress gzip: {err}")
                 return
         # pods.json.gz is read as pods.json would be; messages name the file itself.
@@ -394,6 +401,28 @@ class _Loader:
     @staticmethod
     def _shape_problem(ctx: _FileContext, where: str, message: str) -> None:
         ctx.shape_problems.append(LoadProblem(ctx.path, where, message))
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """gzip members one after another (``cat a.gz b.gz`` is valid gzip), at most ``limit``
+    bytes out. Raises EOFError when cut short or larger than ``limit``, zlib.error when
+    corrupt."""
+    parts: list[bytes] = []
+    size = 0
+    while data.startswith(_GZIP_MAGIC):
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        buf = data
+        while buf and not d.eof:
+            piece = d.decompress(buf, limit + 1 - size)
+            size += len(piece)
+            if size > limit:
+                raise EOFError(f"it inflates to more than {limit >> 20} MB")
+            parts.append(piece)
+            buf = d.unconsumed_tail
+        if not d.eof:
+            raise EOFError("the compressed data is cut short")
+        data = d.unused_data
+    return b"".join(parts)
 
 
 def _as_utf8(data: bytes) -> bytes:
