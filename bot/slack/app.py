@@ -297,10 +297,6 @@ class SlackBot:
             msg = self.help_message(cmd.target, req, slash)
             reply(text=msg["text"], blocks=msg["blocks"])
             return
-        if not cmd.route.available():
-            self.metrics.count(cmd.name, "usage_error")
-            reply(text=messages.unavailable(slash, cmd.name))
-            return
         refused = self._limit(req.user, cmd.name)
         if refused:
             reply(text=refused)
@@ -327,8 +323,8 @@ class SlackBot:
         routes = [r for r in ROUTES.values() if topic is None or r.name in (topic, "help")]
         msg = self.renderer.render_template(
             "slack/help.j2", command=command or self.settings.command, topic=topic,
-            routes=[{"usage": r.usage, "summary": r.summary, "example": r.example,
-                     "available": r.available()} for r in routes],
+            routes=[{"usage": r.usage, "summary": r.summary, "example": r.example}
+                    for r in routes],
             allowed=(sorted(allowed) if allowed is not None
                      else None) if self.policy.channel_map is not None else None,
         )[0]
