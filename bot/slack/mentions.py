@@ -51,9 +51,8 @@ class Mentions:
         app.event("app_mention")(self.on_mention)
 
     def on_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
-        """Bolt acknowledges events itself; this only checks and queues (milliseconds)."""
-        from bot.slack.app import Request
-
+        """Bolt acknowledges events itself once this returns: the rest (a channel-name
+        lookup may take a Web API call) runs on the bot's I/O pool."""
         if event.get("bot_id") or event.get("subtype"):
             return  # another bot, or an edit: never answered (no loops, no reruns)
         user, channel = str(event.get("user") or ""), str(event.get("channel") or "")
@@ -61,18 +60,28 @@ class Mentions:
         if not (user and channel and ts):
             log.info("app_mention without user, channel or ts: ignored")
             return
-        req = Request(user, channel, self.channel_name(channel), None, self.bot._clock(),
-                      thread_ts=str(event.get("thread_ts") or ts))
+        received = self.bot._clock()
         text = command_text(str(event.get("text") or ""), _bot_user(body))
+        thread = str(event.get("thread_ts") or ts)
+        try:
+            self.bot.io.submit(self._handle, text, user, channel, thread, received)
+        except RuntimeError:  # shutting down: no new work
+            log.info("app_mention while stopping: ignored")
+
+    def _handle(self, text: str, user: str, channel: str, thread: str,
+                received: float) -> None:
+        from bot.slack.app import Request
+
+        req = Request(user, channel, self.channel_name(channel), None, received,
+                      thread_ts=thread)
 
         def reply(text: str, blocks: Sequence[dict[str, Any]] | None = None) -> None:
-            try:
-                self.bot.io.submit(self.bot._respond, req, text, blocks)
-            except RuntimeError:  # shutting down
-                self.bot._respond(req, text, blocks)
+            self.bot._respond(req, text, blocks)  # already off the listener thread
 
-        self.bot.handle(text, req, reply, prefix=MENTION_PREFIX)
-
+        try:
+            self.bot.handle(text, req, reply, prefix=MENTION_PREFIX)
+        except Exception:  # a pool task's error would vanish in its Future: log it
+            log.exception("app_mention from %s in %s failed", user, channel)
 
     def channel_name(self, channel: str) -> str:
         """The channel's name, when the channel map names channels (``#gpu-ops``): an event
