@@ -67,6 +67,16 @@ class _Parser(argparse.ArgumentParser):
         return ns
 
 
+class _Version(argparse.Action):
+    """--version, reading the installed version only when asked (importlib.metadata
+    takes a noticeable part of a command's start)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        sys.stdout.write(f"gpubot {version()}\n")
+        parser.exit()
+
+
 def _duration(text: str) -> float:
     try:
         return parse_duration(text)
@@ -109,7 +119,8 @@ def add_global_flags(p: argparse.ArgumentParser, *, here: bool) -> None:
 def build_parser() -> _Parser:
     parser = _Parser(prog="gpubot", description="Why is my GPU workload stuck?",
                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"gpubot {version()}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print gpubot's version and exit")
     add_global_flags(parser, here=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
