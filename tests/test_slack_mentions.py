@@ -154,6 +154,8 @@ def test_command_text_is_what_follows_the_bots_mention() -> None:
     assert command_text("<@UOTHER> look: <@UBOT|gpubot> nodes", "UBOT") == "nodes"
     assert command_text("<@UBOT> doctor", None) == "doctor"
     assert command_text("  quota  ", "UBOT") == "quota"
+    assert command_text("<@UBOT> <@UBOT|gpubot> nodes", "UBOT") == "nodes"
+    assert command_text("<@UBOT> why-pending <@UOTHER>", "UBOT") == "why-pending <@UOTHER>"
 
 
 def test_the_manifest_subscribes_to_mentions() -> None:

@@ -35,7 +35,12 @@ def command_text(text: str, bot_user: str | None = None) -> str:
     ``"why-pending x"``."""
     for m in _MENTION.finditer(text):
         if bot_user is None or m.group(1) == bot_user:
-            return text[m.end():].strip()
+            rest = text[m.end():].strip()
+            again = _MENTION.match(rest)
+            while again and again.group(1) == m.group(1):  # "@gpubot @gpubot nodes"
+                rest = rest[again.end():].strip()
+                again = _MENTION.match(rest)
+            return rest
     return text.strip()
 
 
