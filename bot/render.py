@@ -13,6 +13,8 @@ from typing import Any
 
 import jinja2
 
+from bot.runbook import ENV as RUNBOOK_ENV
+from bot.runbook import runbook_url
 from handlers.model import Diagnosis, Severity
 
 TEMPLATE_DIR = Path(os.environ.get("GPUBOT_TEMPLATES", Path(__file__).resolve().parent.parent
@@ -40,6 +42,7 @@ def _env(color: bool) -> jinja2.Environment:
     def num(v: Any) -> str:
         return f"{float(v):g}" if isinstance(v, int | float) else str(v)
 
+    env.globals["runbook"] = lambda code: runbook_url(str(code), os.environ.get(RUNBOOK_ENV))
     env.filters["paint"] = paint
     env.filters["num"] = num
     env.filters["indent_block"] = lambda s, n=4: "\n".join(
