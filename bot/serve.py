@@ -128,7 +128,16 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
     except ViewError as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_NOT_FOUND
-    bot = SlackBot(settings, view, cluster_probe=probe)
+    from bot.slack.approvals import open_approvals
+    from bot.store import StoreError
+
+    try:
+        approvals = open_approvals(settings, view)
+    except StoreError as e:
+        err.write(f"gpubot: {e}\n")
+        close_view()
+        return EXIT_NOT_FOUND
+    bot = SlackBot(settings, view, cluster_probe=probe, approvals=approvals)
     try:
         server = BotServer(bot)
     except OSError as e:

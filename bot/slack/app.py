@@ -9,7 +9,7 @@ pool (``pool.DiagnosisPool``) under a deadline. The answer is a verdict card pos
 channel with ``chat.postMessage``; the proof goes in the card's thread (``thread_ts``);
 a message cut to Block Kit's limits gets the full report attached as files. "Re-check"
 edits the card in place with ``chat.update`` and says what changed. Buttons for actions
-(approvals, a later issue) answer that approvals are not enabled yet.
+open an approval request (``approvals.py``) when the bot runs on a live cluster.
 
 Each listener is a plain method, registered in ``_build_app``; the guards (dedupe, rate
 limit, access) run before any work, in this order: repeated delivery, parse, rate limit,
@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt import Ack, App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
@@ -56,6 +56,9 @@ from bot.slack.reads import GuardedView
 from handlers.errors import GpubotError
 from handlers.model import Diagnosis
 from handlers.view import ClusterView, Reader
+
+if TYPE_CHECKING:
+    from bot.slack.approvals import Approvals
 
 log = logging.getLogger("gpubot.slack")
 
@@ -132,8 +135,10 @@ class SlackBot:
         renderer: Renderer | None = None,
         cluster_probe: Callable[[], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        approvals: Approvals | None = None,
     ) -> None:
         self.settings = settings
+        self.approvals = approvals  # actions behind an approval (bot/slack/approvals.py)
         self.view = view
         self.metrics = metrics or Metrics()
         self.client = client or make_client(settings, self.metrics)
@@ -179,6 +184,8 @@ class SlackBot:
         app.command(self.settings.command)(self.on_command)
         app.action(RECHECK)(self.on_recheck)
         app.action(ACTION)(self.on_action)
+        if self.approvals is not None:
+            self.approvals.attach(self, app)
         app.error(self.on_error)
         return app
 
@@ -197,6 +204,8 @@ class SlackBot:
             except Exception:  # closing a dead socket must not stop the shutdown
                 log.debug("closing Socket Mode", exc_info=True)
         self.pool.shutdown(timeout)
+        if self.approvals is not None:
+            self.approvals.close()
         self.io.shutdown(wait=True)
         self.listener_executor.shutdown(wait=False)
 
@@ -270,6 +279,14 @@ class SlackBot:
         req = Request(_str(body, "user_id"), _str(body, "channel_id"),
                       _str(body, "channel_name"), _str(body, "response_url") or None, received)
         text = _str(body, "text")
+        from bot.slack.approvals import Approvals
+
+        if Approvals.handles(text):
+            if self.approvals is not None:
+                self.approvals.on_command(ack, body)
+            else:
+                ack(text=messages.approvals_disabled(text.strip()), response_type="ephemeral")
+            return
         try:
             cmd = parse(text)
         except CommandError as err:
@@ -364,7 +381,11 @@ class SlackBot:
             self._later(req, messages.busy(self.pool.queued))
 
     def on_action(self, ack: Ack, body: dict[str, Any]) -> None:
-        """A proposed action's button. Approvals are a later issue: say so, run nothing."""
+        """A finding's action button: an approval request, or (approvals not enabled) a
+        note saying so."""
+        if self.approvals is not None:
+            self.approvals.on_finding(ack, body)
+            return
         ack()
         action = (body.get("actions") or [{}])[0]
         req = Request(_str(body, "user", "id"), _str(body, "channel", "id"),
