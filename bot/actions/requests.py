@@ -69,18 +69,26 @@ def new_request(plan: Plan, *, requester: str, channel: str, thread_ts: str | No
 
 
 def check(req: Mapping[str, Any] | None, user: str, policy: Policy,
-          members: Callable[[str], set[str]], now: float) -> str | None:
-    """Why ``user`` may not decide this request now (None: they may)."""
+          members: Callable[[str], set[str]], now: float, *, deny: bool = False) -> str | None:
+    """Why ``user`` may not approve (or ``deny``) this request now (None: they may). The
+    requester may always withdraw their own request with Deny."""
     if req is None:
         return "This request is unknown (it may have been cleaned up). Ask again."
     state = req.get("state")
-    if state != PENDING:
-        by = req.get("decided_by")
-        who = f" by <@{by}>" if by else ""
-        return f"This request was {state}{who} already: nothing more to do."
+    by = f"<@{req.get('decided_by')}>"
+    if state == EXPIRED:
+        return "This request expired already, unanswered. Ask again if it is still needed."
+    if state == DENIED:
+        return f"This request was denied by {by} already: nothing was run."
+    if state == RUNNING:
+        return f"This request was approved by {by} already and is running."
+    if state in (DONE, FAILED):
+        return f"This request was approved by {by} already and has run ({state})."
     if now >= float(req.get("expires", 0)):
         return ("This request expired (after "
                 f"{(float(req['expires']) - float(req['created'])) / 60:g} min). Ask again.")
+    if deny and user == req.get("requester"):
+        return None
     if not is_approver(user, policy, members):
         return ("You are not an approver for gpubot actions. Approvers: "
                 + (", ".join(_mention(a) for a in policy.approvers) or "none configured"))
@@ -200,6 +208,7 @@ class Runner:
     def run(self, plan: Plan, progress: Callable[[str], None] = lambda _: None) -> RunResult:
         start = time.monotonic()
         lines: list[str] = []
+        acted = False  # a real write was made: a later error is a failure, not a refusal
         try:
             for step in plan.steps:  # every precondition first: a changed world refuses all
                 why = units.recheck(self.cluster, step)
@@ -212,6 +221,7 @@ class Runner:
                         lines.append(f"stopped before {step.node}: {why}")
                         return RunResult(False, lines, seconds=time.monotonic() - start)
                 units.execute(self.cluster, step, dry_run=True)
+                acted = True
                 units.execute(self.cluster, step, dry_run=False)
                 if len(plan.steps) > 1:
                     progress(f"{step.node}: {_done(step)}, verifying ({n + 1}/{len(plan.steps)})")
@@ -223,13 +233,13 @@ class Runner:
                     if rest:
                         lines.append(f"stopped: {rest} node(s) not restarted")
                     return RunResult(False, lines, seconds=time.monotonic() - start)
-        except ApiForbidden as err:
-            return RunResult(False, lines, refused=str(err), forbidden=_rule(err),
-                             seconds=time.monotonic() - start)
         except LiveError as err:
-            lines.append(f"the API refused: {err}")
-            return RunResult(False, lines, refused=str(err) if not lines[:-1] else None,
-                             seconds=time.monotonic() - start)
+            took = time.monotonic() - start
+            rule = _rule(err) if isinstance(err, ApiForbidden) else None
+            if not acted:
+                return RunResult(False, lines, refused=str(err), forbidden=rule, seconds=took)
+            lines.append(f"stopped: {err}")
+            return RunResult(False, lines, forbidden=rule, seconds=took)
         return RunResult(True, lines, seconds=time.monotonic() - start)
 
 

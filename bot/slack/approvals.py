@@ -264,7 +264,7 @@ class Approvals:
             return
         req = rec.data if rec else None
         thread = (req or {}).get("thread_ts") or card_ts
-        why = check(req, user, self.policy, self.members, now)
+        why = check(req, user, self.policy, self.members, now, deny=not approve)
         if why and req is not None and req.get("state") == PENDING and now >= float(
                 req.get("expires", 0)):
             expired = self.requests.move(rid, PENDING, {"state": EXPIRED})
@@ -282,7 +282,8 @@ class Approvals:
                                                   "state": RUNNING if approve else DENIED})
         if moved is None:  # another click (or replica) decided first
             again = self.requests.get(rid)
-            why = check(again.data if again else None, user, self.policy, self.members, now)
+            why = check(again.data if again else None, user, self.policy, self.members, now,
+                        deny=not approve)
             self._ephemeral(channel, user, thread, f":no_entry: {why or 'Decided already.'}")
             return
         if not approve:
