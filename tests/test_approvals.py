@@ -5,6 +5,7 @@ request log showing every write."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -151,7 +152,8 @@ def updates(h: BotHarness) -> list[str]:
 
 
 def test_approved_restart_runs_a_dry_run_then_one_delete_and_proves_the_gpus_came_back(
-        env: Env) -> None:
+        env: Env, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="gpubot.audit")
     h = env.bot()
     card, rid = ask(h)
     validate(card.blocks)
@@ -180,6 +182,11 @@ def test_approved_restart_runs_a_dry_run_then_one_delete_and_proves_the_gpus_cam
     events = [e for e in env.fk.store.all("Event", "default")
               if e["involvedObject"]["name"] == "gpu-node-1"]
     assert {e["reason"] for e in events} >= {"GpubotRequested", "GpubotApproved", "GpubotDone"}
+    logged = [json.loads(r.getMessage())["audit"] for r in caplog.records
+              if r.name == "gpubot.audit"]
+    assert [e["event"] for e in logged] == ["requested", "approved", "done"]
+    assert logged[-1]["approver"] == APPROVER and logged[-1]["requester"] == REQUESTER
+    assert logged[-1]["objects"] == [f"pod/{PLUGIN_NS}/{CRASHING} on node/gpu-node-1"]
     status, body, _ = h.command("audit 5", user=OTHER)
     assert body["response_type"] == "ephemeral"
     assert [ln.split("*")[1] for ln in body["text"].splitlines()[1:4]] == [
@@ -495,3 +502,59 @@ def test_findings_about_gpu_hardware_offer_no_actions() -> None:
                 seen.add(f.code)
                 assert f.actions == (), (s.name, f.code)
     assert seen >= {"GPU_NOT_ADVERTISED", "GPU_HARDWARE_NOT_DETECTED"}
+
+
+def test_gpubot_serve_on_a_live_cluster_wires_approvals(fk: FakeKube, tmp_path: Path) -> None:
+    import argparse
+    import io
+    from urllib.parse import urlencode
+
+    from bot.serve import add_arguments, serve
+    from bot.slack.server import BotServer
+    from tests.fake_slack import FakeSlack, signed_headers
+
+    kubeconfig = fk.write_kubeconfig(tmp_path / "kubeconfig")
+    with FakeSlack() as slack:
+        env = {"SLACK_BOT_TOKEN": "xoxb-serve", "SLACK_SIGNING_SECRET": "serve-secret",
+               "SLACK_API_URL": slack.api_url, "GPUBOT_PORT": "0", "GPUBOT_WATCH": "false",
+               "GPUBOT_APPROVERS": APPROVER, "GPUBOT_STORE_PATH": str(tmp_path / "s.db"),
+               "GPUBOT_VERIFY_TIMEOUT": "20"}
+        p = argparse.ArgumentParser()
+        add_arguments(p)
+        args = p.parse_args(["--kubeconfig", str(kubeconfig), "--mode", "http"])
+        started: list[BotServer] = []
+        stop, ready = threading.Event(), threading.Event()
+        t = threading.Thread(target=lambda: serve(
+            args, env=env, err=io.StringIO(), stop=stop,
+            ready=lambda s: (started.append(s), ready.set())))
+        t.start()
+        try:
+            assert ready.wait(20)
+
+            def post(body: str) -> None:
+                import urllib.request
+
+                req = urllib.request.Request(started[0].url + "/slack/events",
+                                             data=body.encode(),
+                                             headers=signed_headers("serve-secret", body))
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    assert r.status == 200
+
+            post(urlencode({"command": "/gpu", "text": "restart-plugin gpu-node-1",
+                            "user_id": REQUESTER, "channel_id": "C1", "channel_name": "x",
+                            "trigger_id": "t1", "response_url": slack.response_url("r1")}))
+            card = slack.wait_for("chat.postMessage", 1, timeout=20)[0]
+            rid = next(b for b in card.blocks if b.get("block_id") == "gpubot_approval")[
+                "elements"][0]["value"]
+            payload = {"type": "block_actions", "user": {"id": APPROVER},
+                       "channel": {"id": "C1", "name": "x"}, "trigger_id": "t2",
+                       "container": {"type": "message", "message_ts": card.response["ts"]},
+                       "message": {"ts": card.response["ts"]}, "team": {"id": "T1"},
+                       "actions": [{"action_id": APPROVE, "value": rid, "type": "button"}]}
+            post(urlencode({"payload": json.dumps(payload)}))
+            slack.wait_for("chat.postMessage", 1, timeout=20,
+                           where=lambda c: "GPUs back on gpu-node-1" in c.params.get("text", ""))
+            assert (tmp_path / "s.db").exists()
+        finally:
+            stop.set()
+            t.join(30)
