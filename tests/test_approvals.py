@@ -328,20 +328,33 @@ def test_a_replaced_plugin_pod_is_not_deleted(env: Env) -> None:
 def test_a_problem_that_went_away_is_not_acted_on(env: Env) -> None:
     h = env.bot()
     card, rid = ask(h)
-    node = env.fk.store.find("Node", "gpu-node-1")
-    assert node is not None
-    node["status"]["allocatable"]["nvidia.com/gpu"] = "8"
-    env.fk.store.put(node)
-    pod = env.fk.store.find("Pod", CRASHING, PLUGIN_NS)
-    assert pod is not None
-    pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
-                     "containerStatuses": [{"name": "nvidia-device-plugin", "ready": True,
-                                            "restartCount": 0,
-                                            "state": {"running": {}}}]}
-    env.fk.store.put(pod)
+    heal_gpu_node_1(env.fk)
     click(h, card, rid, APPROVER)
     assert "the problem is gone" in ephemerals(h, APPROVER)[0]
     assert deletes(env.fk) == []
+
+
+def heal_gpu_node_1(fk: FakeKube) -> None:
+    """What a fix behind the bot's back looks like: plugin Ready, GPUs allocatable."""
+    node = fk.store.find("Node", "gpu-node-1")
+    assert node is not None
+    node["status"]["allocatable"]["nvidia.com/gpu"] = "8"
+    fk.store.put(node)
+    pod = fk.store.find("Pod", CRASHING, PLUGIN_NS)
+    assert pod is not None
+    pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                     "containerStatuses": [{"name": "nvidia-device-plugin", "ready": True,
+                                            "restartCount": 0, "state": {"running": {}}}]}
+    fk.store.put(pod)
+
+
+def test_a_rolling_restart_does_not_need_a_problem(env: Env) -> None:
+    h = env.bot()
+    card, rid = ask(h, "restart-plugin --all")
+    heal_gpu_node_1(env.fk)
+    click(h, card, rid, APPROVER)
+    thread_text(h, card.response["ts"], "GPUs back on gpu-node-2", timeout=20)
+    assert len(deletes(env.fk, dry_run=False)) == 2
 
 
 def test_rbac_denial_names_the_missing_permission(env: Env) -> None:
@@ -558,3 +571,20 @@ def test_gpubot_serve_on_a_live_cluster_wires_approvals(fk: FakeKube, tmp_path: 
         finally:
             stop.set()
             t.join(30)
+
+
+TOKENS = {"SLACK_BOT_TOKEN": "xoxb-t", "SLACK_APP_TOKEN": "xapp-t"}
+
+
+def test_approver_settings() -> None:
+    from bot.slack.config import ConfigError, load_settings
+
+    env = {"GPUBOT_APPROVERS": "U012AB3CD, S0ONCALL1,", "GPUBOT_APPROVAL_TTL": "600"}
+    settings = load_settings(None, env)
+    assert settings.approvers == ("U012AB3CD", "S0ONCALL1") and settings.approval_ttl == 600
+    assert settings.allow_self_approval is False and settings.verify_timeout == 180
+    with pytest.raises(ConfigError, match="GPUBOT_APPROVERS"):
+        load_settings(None, {**TOKENS, "GPUBOT_APPROVERS": "alice"}).validate()
+    with pytest.raises(ConfigError, match="GPUBOT_STORE"):
+        load_settings(None, {**TOKENS, "GPUBOT_STORE": "redis"}).validate()
+    assert load_settings(None, {**TOKENS, **env}).validate().approvers

@@ -209,14 +209,15 @@ class Runner:
         start = time.monotonic()
         lines: list[str] = []
         acted = False  # a real write was made: a later error is a failure, not a refusal
+        rolling = plan.target == units.ALL  # healthy nodes are restarted too
         try:
             for step in plan.steps:  # every precondition first: a changed world refuses all
-                why = units.recheck(self.cluster, step)
+                why = units.recheck(self.cluster, step, same_problem=not rolling)
                 if why:
                     return RunResult(False, lines, refused=why)
             for n, step in enumerate(plan.steps):
                 if n:  # later steps: checked again just before their turn
-                    why = units.recheck(self.cluster, step)
+                    why = units.recheck(self.cluster, step, same_problem=not rolling)
                     if why:
                         lines.append(f"stopped before {step.node}: {why}")
                         return RunResult(False, lines, seconds=time.monotonic() - start)

@@ -107,7 +107,6 @@ class Outcome:
     ok: bool
     text: str  # one line for the thread (plain; callers escape it)
     seconds: float = 0.0
-    detail: dict[str, Any] = field(default_factory=dict)
 
 
 # -- preflight ----------------------------------------------------------------------------------
@@ -229,8 +228,9 @@ def plugin_problem(pod: Obj | None, node: Obj | None) -> str | None:
 # -- at approval time ---------------------------------------------------------------------------
 
 
-def recheck(cluster: Cluster, step: Step) -> str | None:
-    """Why the step must not run now (None: it may). The same objects, the same problem."""
+def recheck(cluster: Cluster, step: Step, *, same_problem: bool = True) -> str | None:
+    """Why the step must not run now (None: it may): the same objects, and (unless
+    ``same_problem`` is False: a rolling restart of every node) the same problem."""
     node = cluster.node(step.node)
     if node is None:
         return f"node {step.node} is gone"
@@ -241,7 +241,7 @@ def recheck(cluster: Cluster, step: Step) -> str | None:
             return (f"the plugin pod {step.pod} on {step.node} is not the one this request "
                     f"was for (UID {step.pod_uid[:8]}... is gone): someone restarted it "
                     "already. Check the node again and ask anew if needed")
-        if step.problem and plugin_problem(pod, node) is None:
+        if same_problem and step.problem and plugin_problem(pod, node) is None:
             return (f"the problem is gone: {step.problem} no longer holds (plugin Ready, "
                     f"{_counts(node)} GPUs allocatable): nothing to do")
         return None
@@ -288,17 +288,16 @@ def verify(cluster: Cluster, step: Step, *, timeout: float, poll: float = 1.0,
                 why = crash(pod)
                 if why:
                     return Outcome(False, f"{step.node} did not recover: the new plugin pod "
-                                   f"{label} is crash-looping ({why})", took,
-                                   {"pod": label, "crash": why})
+                                   f"{label} is crash-looping ({why})", took)
                 if pod_ready(pod) and gpus_back(node):
                     return Outcome(True, f"GPUs back on {step.node} after {took:.0f} s "
-                                   f"({_counts(node)})", took, {"pod": label})
+                                   f"({_counts(node)})", took)
                 last = (f"new plugin pod {label} is "
                         + ("Ready" if pod_ready(pod) else "not Ready")
                         + f", allocatable {_counts(node)}")
         if took >= timeout:
             return Outcome(False, f"{step.node} did not recover within {timeout:g} s: {last}",
-                           took, {"last": last})
+                           took)
         sleep(min(poll, max(0.0, timeout - took)))
 
 
