@@ -17,6 +17,7 @@ import pytest
 
 from bot.actions.cluster import Cluster
 from bot.actions.requests import Policy, Runner
+from bot.actions.units import Plan
 from bot.slack.approvals import APPROVE, DENY, Approvals
 from bot.slack.blocks import validate
 from bot.slack.config import Settings
@@ -478,6 +479,7 @@ def test_restart_all_stops_at_the_first_node_that_does_not_recover(tmp_path: Pat
             click(h, card, rid, APPROVER)
             text = thread_text(h, card.response["ts"], "did not recover")
             assert "gpu-node-1 did not recover" in text and "1 node(s) not restarted" in text
+            assert "doctor gpu-node-1" in text
             assert len(deletes(crashing, dry_run=False)) == 1
         finally:
             e.close()
@@ -588,3 +590,20 @@ def test_approver_settings() -> None:
     with pytest.raises(ConfigError, match="GPUBOT_STORE"):
         load_settings(None, {**TOKENS, "GPUBOT_STORE": "redis"}).validate()
     assert load_settings(None, {**TOKENS, **env}).validate().approvers
+
+
+def test_old_decided_requests_are_pruned(tmp_path: Path) -> None:
+    from bot.actions.requests import Requests, new_request
+    from bot.actions.units import Step
+
+    requests = Requests(SqliteStore(tmp_path / "s.db"))
+    plan = Plan("cordon", "gpu-node-2", [Step("cordon", "gpu-node-2")])
+    reqs = [new_request(plan, requester=REQUESTER, channel="C1", thread_ts=None,
+                        source="command", ttl=900) for _ in range(3)]
+    for r in reqs:
+        requests.create(r)
+    requests.update(reqs[0]["id"], {"state": "done"})
+    week = time.time() + 8 * 86400
+    assert requests.prune(time.time()) == 0
+    assert requests.prune(week - 86400 * 7.5) == 0  # expired, but not for a week yet
+    assert requests.prune(week) == 3  # decided, or expired unanswered, a week ago

@@ -37,6 +37,8 @@ COLLECTION = "approvals"
 PENDING, RUNNING, DONE, FAILED, DENIED, EXPIRED = (
     "pending", "running", "done", "failed", "denied", "expired")
 FINAL = (DONE, FAILED, DENIED, EXPIRED)
+PRUNE_EVERY = 50  # requests created between two prunes
+KEEP_SECONDS = 7 * 86400.0
 
 
 @dataclass(frozen=True)
@@ -112,10 +114,25 @@ class Requests:
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._created = 0
 
     def create(self, req: dict[str, Any]) -> None:
         if not self.store.create(COLLECTION, req["id"], req):
             raise RuntimeError(f"request id {req['id']} exists")  # 64 random bits
+        self._created += 1
+        if self._created % PRUNE_EVERY == 0:
+            self.prune(float(req["created"]))
+
+    def prune(self, now: float, keep: float = KEEP_SECONDS) -> int:
+        """Forget decided or expired requests older than ``keep`` (the audit log keeps
+        their story):
+        a ConfigMap per request must not pile up for ever."""
+        gone = 0
+        for rec in self.store.list(COLLECTION, limit=10_000):
+            done = rec.data.get("state") in FINAL or now > float(rec.data.get("expires", now))
+            if done and now - rec.created > keep:
+                gone += self.store.delete(COLLECTION, rec.key, rec.version)
+        return gone
 
     def get(self, rid: str) -> Record | None:
         return self.store.get(COLLECTION, rid)
@@ -194,6 +211,7 @@ class RunResult:
     refused: str | None = None  # preconditions or dry run refused: nothing was changed
     forbidden: str | None = None  # the RBAC rule that is missing, when a 403 stopped it
     seconds: float = 0.0
+    node: str | None = None  # the node that did not recover
 
 
 class Runner:
@@ -233,7 +251,8 @@ class Runner:
                     rest = len(plan.steps) - n - 1
                     if rest:
                         lines.append(f"stopped: {rest} node(s) not restarted")
-                    return RunResult(False, lines, seconds=time.monotonic() - start)
+                    return RunResult(False, lines, seconds=time.monotonic() - start,
+                                     node=step.node)
         except LiveError as err:
             took = time.monotonic() - start
             rule = _rule(err) if isinstance(err, ApiForbidden) else None

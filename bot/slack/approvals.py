@@ -318,9 +318,9 @@ class Approvals:
             self._ephemeral(channel, user, thread, text)
         icon = ":white_check_mark:" if result.ok else ":x:"
         summary = "\n".join(lines) or "nothing to report"
-        if not result.ok and not result.refused:
-            summary += (f"\nNext: {code(f'{self.bot.settings.command} doctor {plan.target}')}"
-                        if plan.target != ALL else "")
+        if not result.ok and not result.refused and (result.node or plan.target != ALL):
+            node = result.node or plan.target
+            summary += f"\nNext: {code(f'{self.bot.settings.command} doctor {node}')}"
         self._post(channel, thread, f"{icon} {summary}")
         state = DONE if result.ok else FAILED
         final = self.requests.update(req["id"], {
