@@ -503,20 +503,40 @@ def test_without_approvals_actions_are_not_run(tmp_path: Path) -> None:
 
 def test_findings_about_gpu_hardware_offer_no_actions() -> None:
     """A restart cannot fix a GPU that fell off the bus or an Xid that needs a reset: the
-    findings say so and offer no button (GPU_UNHEALTHY does: a restart re-checks health)."""
+    findings offer no button (GPU_UNHEALTHY without a hardware Xid does: a restart
+    re-checks device health)."""
+    from handlers.chain.health import HARDWARE_XIDS, xids
     from tests.scenarios import load_scenarios
     from tests.test_scenarios import run_scenario
 
-    hardware = {"GPU_XID_ERRORS", "GPU_NOT_ADVERTISED", "GPU_HARDWARE_NOT_DETECTED"}
+    hardware = {"GPU_XID_ERRORS", "GPU_NOT_ADVERTISED", "GPU_HARDWARE_NOT_DETECTED",
+                "GPU_UNHEALTHY"}
     seen = set()
     for s in load_scenarios():
         if not hardware & set(s.expect):
             continue
         for f in run_scenario(s).findings:
+            if f.code == "GPU_UNHEALTHY" and not HARDWARE_XIDS & xids(list(f.evidence)):
+                continue  # no hardware Xid in sight (e.g. no plugin log): a restart may help
             if f.code in hardware:
                 seen.add(f.code)
                 assert f.actions == (), (s.name, f.code)
-    assert seen >= {"GPU_NOT_ADVERTISED", "GPU_HARDWARE_NOT_DETECTED"}
+    assert seen >= {"GPU_NOT_ADVERTISED", "GPU_HARDWARE_NOT_DETECTED", "GPU_UNHEALTHY"}
+
+
+def test_gpus_unhealthy_after_a_software_xid_offer_a_restart(tmp_path: Path) -> None:
+    import shutil
+
+    from handlers import doctor
+    from handlers.view import Reader
+
+    snap = tmp_path / "snapshot"
+    shutil.copytree(ROOT / "tests/scenarios/doctor_gpu_unhealthy/snapshot", snap)
+    logs = snap / "logs.txt"
+    logs.write_text(logs.read_text().replace("Xid=79", "Xid=62"))  # a GSP/PMU halt
+    diag = doctor.run(Reader(load_snapshot(str(snap))), None)
+    (f,) = [f for f in diag.findings if f.code == "GPU_UNHEALTHY"]
+    assert f.actions == (("restart-device-plugin", "gpu-a100-1"),)
 
 
 def test_gpubot_serve_on_a_live_cluster_wires_approvals(fk: FakeKube, tmp_path: Path) -> None:
