@@ -133,10 +133,10 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
 
     try:
         approvals = open_approvals(settings, view)
-    except StoreError as e:
-        err.write(f"gpubot: {e}\n")
-        close_view()
-        return EXIT_NOT_FOUND
+    except StoreError as e:  # diagnoses do not need the store: serve them, say what is off
+        log.error("actions are off: %s", e)
+        err.write(f"gpubot: actions are off: {e}\n")
+        approvals = None
     bot = SlackBot(settings, view, cluster_probe=probe, approvals=approvals)
     try:
         server = BotServer(bot)

@@ -627,3 +627,26 @@ def test_old_decided_requests_are_pruned(tmp_path: Path) -> None:
     assert requests.prune(time.time()) == 0
     assert requests.prune(week - 86400 * 7.5) == 0  # expired, but not for a week yet
     assert requests.prune(week) == 3  # decided, or expired unanswered, a week ago
+
+
+def test_actions_are_off_without_approvers_or_a_live_cluster(fk: FakeKube,
+                                                             tmp_path: Path) -> None:
+    from bot.live import LiveView
+    from bot.slack.approvals import open_approvals
+    from bot.store import StoreError
+
+    client = connect(fk, tmp_path)
+    try:
+        live = LiveView(client)
+        on = Settings(approvers=(APPROVER,), store_path=str(tmp_path / "s.db"))
+        assert open_approvals(on, load_snapshot(str(SNAPSHOT))) is None
+        assert open_approvals(Settings(store_path=str(tmp_path / "s.db")), live) is None
+        approvals = open_approvals(on, live)
+        assert approvals is not None and approvals.cluster is not None
+        approvals.close()
+        (tmp_path / "file").write_text("")
+        with pytest.raises(StoreError):
+            open_approvals(Settings(approvers=(APPROVER,),
+                                    store_path=str(tmp_path / "file" / "s.db")), live)
+    finally:
+        client.close()

@@ -516,9 +516,9 @@ SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 
 def open_approvals(settings: Any, view: Any) -> Approvals | None:
-    """Approvals for ``gpubot serve`` on a live cluster (None on a snapshot: nothing to act
-    on). ``view`` is the bot's view: a LiveView, or a wrapper holding one as ``.view``.
-    Raises StoreError when the store cannot be opened."""
+    """Approvals for ``gpubot serve`` on a live cluster with approvers configured (else
+    None: actions are off). ``view`` is the bot's view: a LiveView, or a wrapper holding
+    one as ``.view``. Raises StoreError when the store cannot be opened."""
     import os
 
     from bot.store import open_store
@@ -527,6 +527,9 @@ def open_approvals(settings: Any, view: Any) -> Approvals | None:
     while live is not None and not hasattr(live, "api_client"):
         live = getattr(live, "view", None)
     if live is None:
+        return None
+    if not settings.approvers:
+        log.info("actions are off: no approvers configured (GPUBOT_APPROVERS)")
         return None
     namespace = settings.store_namespace
     if not namespace:
