@@ -650,3 +650,13 @@ def test_actions_are_off_without_approvers_or_a_live_cluster(fk: FakeKube,
                                     store_path=str(tmp_path / "file" / "s.db")), live)
     finally:
         client.close()
+
+
+def test_nothing_runs_when_the_decision_cannot_be_recorded(env: Env) -> None:
+    h = env.bot(store="kubernetes")
+    card, rid = ask(h)
+    env.fk.faults.forbid("configmaps", verb="patch")
+    click(h, card, rid, APPROVER)
+    text = ephemerals(h, APPROVER)[0]
+    assert "Cannot record the decision" in text and 'verbs: ["patch"]' in text
+    assert deletes(env.fk) == []

@@ -253,15 +253,18 @@ class Approvals:
         self._submit(self.decide, body, False)
 
     def decide(self, body: dict[str, Any], approve: bool) -> None:
+        try:
+            self._decide(body, approve)
+        except StoreError as err:  # nothing runs without its record: say so to the clicker
+            self._ephemeral(_s(body, "channel", "id"), _s(body, "user", "id"), None,
+                            f":x: Cannot record the decision, nothing was run: {escape(err)}")
+
+    def _decide(self, body: dict[str, Any], approve: bool) -> None:
         user, channel = _s(body, "user", "id"), _s(body, "channel", "id")
         card_ts = _s(body, "container", "message_ts") or _s(body, "message", "ts")
         rid = str(((body.get("actions") or [{}])[0]).get("value") or "")
         now = self._clock()
-        try:
-            rec = self.requests.get(rid) if rid else None
-        except StoreError as err:
-            self._ephemeral(channel, user, None, f":x: Cannot read the request: {escape(err)}")
-            return
+        rec = self.requests.get(rid) if rid else None
         req = rec.data if rec else None
         thread = (req or {}).get("thread_ts") or card_ts
         why = check(req, user, self.policy, self.members, now, deny=not approve)
@@ -323,9 +326,13 @@ class Approvals:
             summary += f"\nNext: {code(f'{self.bot.settings.command} doctor {node}')}"
         self._post(channel, thread, f"{icon} {summary}")
         state = DONE if result.ok else FAILED
-        final = self.requests.update(req["id"], {
-            "state": state, "finished": self._clock(), "result": result.lines,
-            "refused": result.refused, "seconds": round(result.seconds, 1)}) or req
+        try:
+            final = self.requests.update(req["id"], {
+                "state": state, "finished": self._clock(), "result": result.lines,
+                "refused": result.refused, "seconds": round(result.seconds, 1)}) or req
+        except StoreError as err:  # the thread and the audit log line still say it
+            log.error("cannot record the result of request %s: %s", req["id"], err)
+            final = {**req, "state": state}
         self._update_card(channel, card_ts, final, [head, f"{icon} {summary}"])
         self.audit(state, final, result="; ".join(result.lines) or result.refused or "",
                    seconds=round(result.seconds, 1))
