@@ -229,6 +229,8 @@ class Approvals:
             self._ephemeral(channel, user, thread, f":x: Cannot store the request: "
                                                    f"{escape(err)}")
             return
+        # Audited before the card is out: a quick approval must not be logged first.
+        self.audit("requested", req, source=source, problems=plan.problems)
         msg = card(req, self.policy)
         args: dict[str, Any] = {"channel": channel, "text": msg["text"],
                                 "blocks": msg["blocks"]}
@@ -239,8 +241,6 @@ class Approvals:
         except SlackApiError as err:
             self._ephemeral(channel, user, thread, f":warning: Cannot post the approval card "
                                                    f"here ({escape(_err(err))}).")
-            return
-        self.audit("requested", req, source=source, problems=plan.problems)
 
     # -- decisions ------------------------------------------------------------------------------
 
