@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from slack_bolt import Ack, App, BoltRequest, BoltResponse
 from slack_sdk import WebClient
@@ -45,6 +45,7 @@ from slack_sdk.webhook import WebhookClient
 
 from bot.slack import messages
 from bot.slack.access import AccessPolicy, RateLimiter, Refusal
+from bot.slack.approvals import Approvals
 from bot.slack.blocks import Changes, Message, Rendered, Renderer, diff_codes
 from bot.slack.commands import ROUTES, Command, CommandError, parse, parse_args
 from bot.slack.commands import run as run_command
@@ -56,9 +57,6 @@ from bot.slack.reads import GuardedView
 from handlers.errors import GpubotError
 from handlers.model import Diagnosis
 from handlers.view import ClusterView, Reader
-
-if TYPE_CHECKING:
-    from bot.slack.approvals import Approvals
 
 log = logging.getLogger("gpubot.slack")
 
@@ -279,8 +277,6 @@ class SlackBot:
         req = Request(_str(body, "user_id"), _str(body, "channel_id"),
                       _str(body, "channel_name"), _str(body, "response_url") or None, received)
         text = _str(body, "text")
-        from bot.slack.approvals import Approvals
-
         if Approvals.handles(text):
             if self.approvals is not None:
                 self.approvals.on_command(ack, body)
