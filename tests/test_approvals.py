@@ -660,3 +660,24 @@ def test_nothing_runs_when_the_decision_cannot_be_recorded(env: Env) -> None:
     text = ephemerals(h, APPROVER)[0]
     assert "Cannot record the decision" in text and 'verbs: ["patch"]' in text
     assert deletes(env.fk) == []
+
+
+def test_a_run_cut_short_by_a_restart_is_reported_failed(env: Env) -> None:
+    from bot.actions.requests import Requests
+
+    h = env.bot()
+    card, rid = ask(h)
+    h.stop()  # as if the bot died right after the approval was recorded
+    moved = Requests(SqliteStore(env.tmp / "state.db")).move(
+        rid, "pending", {"state": "running", "decided_by": APPROVER,
+                         "decided_at": env.clock.now})
+    assert moved is not None
+    env.clock.now += 30  # still within what a run may take: left alone
+    assert env.bot().bot.approvals.recover() == 0
+    env.clock.now += 600
+    again = env.bot()
+    text = thread_text(again, card.response["ts"], "interrupted")
+    assert "restart-plugin gpu-node-1" in text
+    click(again, card, rid, APPROVER)
+    assert "has run (failed)" in ephemerals(again, APPROVER)[0]
+    assert deletes(env.fk) == []

@@ -35,6 +35,7 @@ from slack_sdk.errors import SlackApiError
 from bot.actions import units
 from bot.actions.cluster import Cluster
 from bot.actions.requests import (
+    COLLECTION,
     DENIED,
     DONE,
     EXPIRED,
@@ -120,6 +121,32 @@ class Approvals:
         self.members = GroupMembers(bot._call)
         app.action(APPROVE)(self.on_approve)
         app.action(DENY)(self.on_deny)
+        self._submit(self.recover)
+
+    def recover(self) -> int:
+        """Runs that no bot can still be in (the one running it stopped mid-way): marked
+        failed, said in their thread, so nobody waits for a result that will not come."""
+        now = self._clock()
+        found = 0
+        for rec in self.store.list(COLLECTION, limit=1000):
+            req = rec.data
+            steps = len((req.get("plan") or {}).get("steps") or []) or 1
+            longest = steps * (self.policy.verify_timeout + 60)
+            if req.get("state") != RUNNING or now - float(req.get("decided_at", now)) < longest:
+                continue
+            note = ("interrupted: the bot stopped while running it; check the node(s) "
+                    "before asking again")
+            done = self.requests.move(req["id"], RUNNING, {"state": FAILED, "refused": None,
+                                                           "result": [note]})
+            if done is None:
+                continue
+            found += 1
+            thread = req.get("thread_ts") or req.get("card_ts")
+            what = f"{req.get('action')} {req.get('target')}"
+            if thread:
+                self._post(req["channel"], thread, f":x: {code(what)} was {note}.")
+            self.audit(FAILED, done, result=note)
+        return found
 
     @property
     def bot(self) -> SlackBot:
@@ -138,7 +165,7 @@ class Approvals:
             return False
         return bool(words) and words[0].lower() in WORDS
 
-    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
+    def _submit(self, fn: Callable[..., object], *args: Any) -> None:
         def run() -> None:
             try:
                 fn(*args)
@@ -237,10 +264,13 @@ class Approvals:
         if thread:
             args["thread_ts"] = thread
         try:
-            self.bot._call("chat_postMessage", **args)
+            posted = self.bot._call("chat_postMessage", **args)
         except SlackApiError as err:
             self._ephemeral(channel, user, thread, f":warning: Cannot post the approval card "
                                                    f"here ({escape(_err(err))}).")
+            return
+        with contextlib.suppress(StoreError):  # the clicks carry the card's ts anyway
+            self.requests.update(req["id"], {"card_ts": str(posted.get("ts") or "")})
 
     # -- decisions ------------------------------------------------------------------------------
 
