@@ -188,6 +188,8 @@ def test_approved_restart_runs_a_dry_run_then_one_delete_and_proves_the_gpus_cam
     assert [e["event"] for e in logged] == ["requested", "approved", "done"]
     assert logged[-1]["approver"] == APPROVER and logged[-1]["requester"] == REQUESTER
     assert logged[-1]["objects"] == [f"pod/{PLUGIN_NS}/{CRASHING} on node/gpu-node-1"]
+    metrics = h.get("/metrics")[1]
+    assert 'gpubot_commands_total{command="restart-plugin",outcome="done"} 1.0' in metrics
     status, body, _ = h.command("audit 5", user=OTHER)
     assert body["response_type"] == "ephemeral"
     assert [ln.split("*")[1] for ln in body["text"].splitlines()[1:4]] == [

@@ -145,7 +145,7 @@ class Approvals:
             what = f"{req.get('action')} {req.get('target')}"
             if thread:
                 self._post(req["channel"], thread, f":x: {code(what)} was {note}.")
-            self.audit(FAILED, done, result=note)
+            self._record(FAILED, done, result=note)
         return found
 
     @property
@@ -257,7 +257,7 @@ class Approvals:
                                                    f"{escape(err)}")
             return
         # Audited before the card is out: a quick approval must not be logged first.
-        self.audit("requested", req, source=source, problems=plan.problems)
+        self._record("requested", req, source=source, problems=plan.problems)
         msg = card(req, self.policy)
         args: dict[str, Any] = {"channel": channel, "text": msg["text"],
                                 "blocks": msg["blocks"]}
@@ -303,11 +303,11 @@ class Approvals:
             expired = self.requests.move(rid, PENDING, {"state": EXPIRED})
             if expired is not None:
                 self._update_card(channel, card_ts, expired, [":hourglass: Expired unanswered."])
-                self.audit("expired", expired)
+                self._record("expired", expired)
         if why:
             self._ephemeral(channel, user, thread, f":no_entry: {why}")
             if req is not None:
-                self.audit("refused", req, clicker=user, reason=why, event_on_object=False)
+                self._record("refused", req, clicker=user, reason=why, event_on_object=False)
             return
         assert req is not None
         decided = {"decided_by": user, "decided_at": now}
@@ -322,9 +322,9 @@ class Approvals:
         if not approve:
             self._update_card(channel, card_ts, moved, [f":no_entry_sign: Denied by <@{user}> "
                                                         f"at {_hhmm(now)}. Nothing was done."])
-            self.audit("denied", moved)
+            self._record("denied", moved)
             return
-        self.audit("approved", moved)
+        self._record("approved", moved)
         self._run(moved, channel, card_ts, thread, user)
 
     def _run(self, req: dict[str, Any], channel: str, card_ts: str, thread: str,
@@ -364,7 +364,7 @@ class Approvals:
             log.error("cannot record the result of request %s: %s", req["id"], err)
             final = {**req, "state": state}
         self._update_card(channel, card_ts, final, [head, f"{icon} {summary}"])
-        self.audit(state, final, result="; ".join(result.lines) or result.refused or "",
+        self._record(state, final, result="; ".join(result.lines) or result.refused or "",
                    seconds=round(result.seconds, 1))
 
     def _pending(self, pods: list[tuple[str, str]]) -> list[str]:
@@ -406,6 +406,12 @@ class Approvals:
             lines.append(line)
         text = "\n".join(lines)
         return {"text": text[:3900], "response_type": "ephemeral"}
+
+    def _record(self, event: str, req: dict[str, Any], **extra: Any) -> None:
+        """The audit trail, and ``gpubot_commands_total{command=ACTION, outcome=EVENT}``."""
+        self.audit(event, req, **extra)
+        if self._bot is not None:
+            self._bot.metrics.count(str(req.get("action", "action")), event)
 
     # -- Slack plumbing -------------------------------------------------------------------------
 
