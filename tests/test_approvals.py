@@ -180,9 +180,12 @@ def test_approved_restart_runs_a_dry_run_then_one_delete_and_proves_the_gpus_cam
     for c in h.slack.calls("chat.update"):
         validate(c.blocks)
     # audit: store, a Kubernetes Event on the node, listed by /gpu audit
-    events = [e for e in env.fk.store.all("Event", "default")
-              if e["involvedObject"]["name"] == "gpu-node-1"]
-    assert {e["reason"] for e in events} >= {"GpubotRequested", "GpubotApproved", "GpubotDone"}
+    def reasons() -> set[str]:
+        return {e["reason"] for e in env.fk.store.all("Event", "default")
+                if e["involvedObject"]["name"] == "gpu-node-1"}
+
+    wait_until(lambda: "GpubotDone" in reasons())  # the last thing the run does
+    assert reasons() >= {"GpubotRequested", "GpubotApproved", "GpubotDone"}
     logged = [json.loads(r.getMessage())["audit"] for r in caplog.records
               if r.name == "gpubot.audit"]
     assert [e["event"] for e in logged] == ["requested", "approved", "done"]
