@@ -409,9 +409,9 @@ class Approvals:
 
     def _record(self, event: str, req: dict[str, Any], **extra: Any) -> None:
         """The audit trail, and ``gpubot_commands_total{command=ACTION, outcome=EVENT}``."""
-        self.audit(event, req, **extra)
         if self._bot is not None:
             self._bot.metrics.count(str(req.get("action", "action")), event)
+        self.audit(event, req, **extra)
 
     # -- Slack plumbing -------------------------------------------------------------------------
 
