@@ -503,7 +503,7 @@ def test_bad_action_commands_are_answered_with_usage(env: Env) -> None:
 def test_without_approvals_actions_are_not_run(tmp_path: Path) -> None:
     with BotHarness(SNAPSHOT) as h:
         status, body, _ = h.command("restart-plugin gpu-node-1")
-        assert status == 200 and "not enabled" in body["text"]
+        assert status == 200 and "Actions are off" in body["text"]
 
 
 def test_findings_about_gpu_hardware_offer_no_actions() -> None:

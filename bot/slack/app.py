@@ -45,7 +45,7 @@ from slack_sdk.webhook import WebhookClient
 
 from bot.slack import messages
 from bot.slack.access import AccessPolicy, RateLimiter, Refusal
-from bot.slack.approvals import Approvals
+from bot.slack.approvals import ACTIONS_OFF, Approvals
 from bot.slack.blocks import Changes, Message, Rendered, Renderer, diff_codes
 from bot.slack.commands import ROUTES, Command, CommandError, parse, parse_args
 from bot.slack.commands import run as run_command
@@ -281,7 +281,7 @@ class SlackBot:
             if self.approvals is not None:
                 self.approvals.on_command(ack, body)
             else:
-                ack(text=messages.approvals_disabled(text.strip()), response_type="ephemeral")
+                ack(text=ACTIONS_OFF, response_type="ephemeral")
             return
         try:
             cmd = parse(text)

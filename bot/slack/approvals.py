@@ -64,6 +64,8 @@ log = logging.getLogger("gpubot.slack.approvals")
 APPROVE = "gpubot_approve"
 DENY = "gpubot_deny"
 WORDS = ("restart-plugin", "cordon", "uncordon", "audit")
+ACTIONS_OFF = (":lock: Actions are off on this gpubot: it reads a snapshot, no approvers are "
+               "configured (GPUBOT_APPROVERS), or its store could not be opened (see its log).")
 USAGE = ("restart-plugin NODE  ·  restart-plugin --all  ·  cordon NODE  ·  uncordon NODE  ·  "
          "audit [N]")
 
