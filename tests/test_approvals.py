@@ -686,3 +686,23 @@ def test_a_run_cut_short_by_a_restart_is_reported_failed(env: Env) -> None:
     click(again, card, rid, APPROVER)
     assert "has run (failed)" in ephemerals(again, APPROVER)[0]
     assert deletes(env.fk) == []
+
+
+def test_slack_redelivering_a_click_runs_it_once(env: Env) -> None:
+    from urllib.parse import urlencode
+
+    from tests.fake_slack.harness import SECRET
+    from tests.fake_slack.signing import signed_headers
+
+    h = env.bot()
+    card, rid = ask(h)
+    payload = h.action_payload(APPROVE, rid, message_ts=card.response["ts"], user=APPROVER,
+                               trigger_id="77.2.trigger")
+    body = urlencode({"payload": json.dumps(payload)})
+    for n in range(4):  # the first delivery, then Slack's retries of it
+        headers = signed_headers(SECRET, body)
+        if n:
+            headers["X-Slack-Retry-Num"] = str(n)
+        assert h.post(body, headers)[0] == 200
+    thread_text(h, card.response["ts"], "GPUs back on gpu-node-1")
+    assert [r.dry_run for r in deletes(env.fk)] == [True, False]
