@@ -706,3 +706,90 @@ def test_slack_redelivering_a_click_runs_it_once(env: Env) -> None:
         assert h.post(body, headers)[0] == 200
     thread_text(h, card.response["ts"], "GPUs back on gpu-node-1")
     assert [r.dry_run for r in deletes(env.fk)] == [True, False]
+
+
+def test_two_bot_processes_sharing_the_kubernetes_store_delete_once(
+        fk: FakeKube, tmp_path: Path) -> None:
+    """Two ``gpubot serve`` processes (replicas) on one cluster and one Slack app: 20 clicks
+    spread over both, one DELETE."""
+    import os
+    import re
+    import subprocess
+    import sys
+    import urllib.request
+    from urllib.parse import urlencode
+
+    from tests.fake_slack import FakeSlack, signed_headers
+
+    kubeconfig = fk.write_kubeconfig(tmp_path / "kubeconfig")
+    with FakeSlack() as slack:
+        env = {**os.environ, "SLACK_BOT_TOKEN": "xoxb-replica", "PYTHONPATH": str(ROOT),
+               "SLACK_SIGNING_SECRET": "replica-secret", "SLACK_API_URL": slack.api_url,
+               "GPUBOT_PORT": "0", "GPUBOT_WATCH": "false", "GPUBOT_STORE": "kubernetes",
+               "GPUBOT_STORE_NAMESPACE": "gpubot", "GPUBOT_APPROVERS": ",".join(
+                   f"U0APPR{i:03d}" for i in range(20)), "GPUBOT_VERIFY_TIMEOUT": "20"}
+        procs = [subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve", "--kubeconfig", str(kubeconfig),
+             "--mode", "http"], env=env, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+        drains: list[threading.Thread] = []
+        try:
+            urls = []
+            for p in procs:
+                assert p.stderr is not None
+                for line in p.stderr:
+                    found = re.search(r"serving /healthz .* on (http://\S+)", line)
+                    if found:
+                        urls.append(found.group(1))
+                        break
+                # keep reading what it logs, so that a full pipe never blocks it
+                drains.append(threading.Thread(target=p.stderr.read, daemon=True))
+                drains[-1].start()
+
+            assert len(urls) == 2, "a bot process did not start"
+
+            def post(url: str, body: str) -> int:
+                req = urllib.request.Request(url + "/slack/events", data=body.encode(),
+                                             headers=signed_headers("replica-secret", body))
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    return int(r.status)
+
+            post(urls[0], urlencode({"command": "/gpu", "text": "restart-plugin gpu-node-1",
+                                     "user_id": REQUESTER, "channel_id": "C1",
+                                     "channel_name": "x", "trigger_id": "t0",
+                                     "response_url": slack.response_url("r0")}))
+            card = slack.wait_for("chat.postMessage", 1, timeout=30)[0]
+            rid = next(b for b in card.blocks if b.get("block_id") == "gpubot_approval")[
+                "elements"][0]["value"]
+            barrier = threading.Barrier(20)
+
+            def one(i: int) -> int:
+                payload = {"type": "block_actions", "user": {"id": f"U0APPR{i:03d}"},
+                           "channel": {"id": "C1", "name": "x"}, "trigger_id": f"t{i + 1}",
+                           "container": {"type": "message", "message_ts": card.response["ts"]},
+                           "message": {"ts": card.response["ts"]}, "team": {"id": "T1"},
+                           "actions": [{"action_id": APPROVE, "value": rid, "type": "button"}]}
+                body = urlencode({"payload": json.dumps(payload)})
+                barrier.wait()
+                return post(urls[i % 2], body)
+
+            with ThreadPoolExecutor(20) as pool:
+                assert list(pool.map(one, range(20))) == [200] * 20
+            slack.wait_for("chat.postMessage", 1, timeout=30, where=lambda c: "GPUs back on "
+                           "gpu-node-1" in c.params.get("text", ""))
+            slack.wait_for("chat.postEphemeral", 19, timeout=30)
+            assert [r.dry_run for r in deletes(fk)] == [True, False]
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                try:
+                    p.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+            for t in drains:
+                t.join(timeout=5)
+            for p in procs:
+                assert p.stderr is not None
+                p.stderr.close()
