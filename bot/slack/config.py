@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from bot.runbook import DEFAULT_BASE as DEFAULT_RUNBOOK_BASE
+from bot.runbook import valid_base
 from handlers.errors import GpubotError
 
 
@@ -70,6 +72,8 @@ ENV = {
     "store": "GPUBOT_STORE",
     "store_path": "GPUBOT_STORE_PATH",
     "store_namespace": "GPUBOT_STORE_NAMESPACE",
+    "log_format": "GPUBOT_LOG_FORMAT",
+    "runbook_url": "GPUBOT_RUNBOOK_URL",
 }
 
 MODES = ("socket", "http")
@@ -111,11 +115,16 @@ class Settings:
     store: str = "sqlite"  # or "kubernetes" (ConfigMaps in store_namespace; many replicas)
     store_path: str = ""  # sqlite file; "": ~/.local/state/gpubot/state.db
     store_namespace: str = ""  # "": the pod's own namespace (service account), or default
+    log_format: str = "text"  # or json: one JSON object per line, for log collectors
+    runbook_url: str = DEFAULT_RUNBOOK_BASE  # findings link to <runbook_url><CODE>.md
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
 
     def validate(self) -> Settings:
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"log_format must be text or json, not {self.log_format!r} "
+                              f"({ENV['log_format']})")
         if self.mode not in MODES:
             raise ConfigError(f"mode must be socket or http, not {self.mode!r} "
                               f"({ENV['mode']}, --mode)")
@@ -143,6 +152,9 @@ class Settings:
         if bad:
             raise ConfigError(f"approvers must be Slack user IDs (U..., W...) or user-group "
                               f"IDs (S...), not {', '.join(bad)} ({ENV['approvers']})")
+        if not valid_base(self.runbook_url):
+            raise ConfigError(f"runbook_url must be an http(s) URL without spaces, quotes or "
+                              f"<>| ({ENV['runbook_url']}), got {self.runbook_url!r}")
         if not self.command.startswith("/"):
             raise ConfigError(f"command must start with '/' ({ENV['command']})")
         return self
