@@ -589,7 +589,7 @@ def open_approvals(settings: Any, view: Any) -> Approvals | None:
     cluster = Cluster(live.api_client, timeout=settings.kube_timeout,
                       plugin_namespace=settings.plugin_namespace,
                       plugin_selector=settings.plugin_selector)
-    policy = Policy(settings.approvers, settings.allow_self_approval, settings.approval_ttl,
+    policy = Policy(tuple(settings.approvers), settings.allow_self_approval, settings.approval_ttl,
                     settings.verify_timeout)
     log.info("actions: store %s, approvers %s", store, ", ".join(policy.approvers) or "none")
     return Approvals(store, cluster, policy)

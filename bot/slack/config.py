@@ -106,15 +106,15 @@ class Settings:
     dedupe_ttl: float = 600.0
     coalesce_ttl: float = 5.0  # identical cluster reads within this share one request
     log_level: str = "INFO"
-    approvers: tuple[str, ...] = ()  # Slack user IDs and user-group IDs (S...) who approve
+    approvers: tuple[str, ...] | None = None  # Slack user/user-group (S...) IDs; None: off
     allow_self_approval: bool = False
     approval_ttl: float = 900.0  # seconds an approval request stays open
     verify_timeout: float = 180.0  # seconds to wait for an action's effect
-    plugin_namespace: str = ""  # where device-plugin pods live ("": every namespace)
-    plugin_selector: str = ""  # label selector for plugin pods of an unknown layout
+    plugin_namespace: str | None = None  # where device-plugin pods live (None: anywhere)
+    plugin_selector: str | None = None  # label selector for plugin pods of unknown layouts
     store: str = "sqlite"  # or "kubernetes" (ConfigMaps in store_namespace; many replicas)
-    store_path: str = ""  # sqlite file; "": ~/.local/state/gpubot/state.db
-    store_namespace: str = ""  # "": the pod's own namespace (service account), or default
+    store_path: str | None = None  # sqlite file; None: ~/.local/state/gpubot/state.db
+    store_namespace: str | None = None  # None: the pod's own namespace, or default
     log_format: str = "text"  # or json: one JSON object per line, for log collectors
     runbook_url: str = DEFAULT_RUNBOOK_BASE  # findings link to <runbook_url><CODE>.md
     bot_token: str | None = field(default=None, repr=False)
@@ -148,7 +148,7 @@ class Settings:
         for name in ("approval_ttl", "verify_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive ({ENV[name]})")
-        bad = [a for a in self.approvers if not _APPROVER.match(a)]
+        bad = [a for a in self.approvers or () if not _APPROVER.match(a)]
         if bad:
             raise ConfigError(f"approvers must be Slack user IDs (U..., W...) or user-group "
                               f"IDs (S...), not {', '.join(bad)} ({ENV['approvers']})")
