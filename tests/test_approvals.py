@@ -793,3 +793,16 @@ def test_two_bot_processes_sharing_the_kubernetes_store_delete_once(
             for p in procs:
                 assert p.stderr is not None
                 p.stderr.close()
+
+
+def test_an_action_asked_by_mention_points_to_the_slash_command(env: Env) -> None:
+    from tests.fake_slack.server import BOT_USER
+    from tests.test_slack_mentions import mention
+
+    h = env.bot()
+    status, _ = mention(h, f"<@{BOT_USER}> restart-plugin gpu-node-1", user=REQUESTER)
+    assert status == 200
+    text = ephemerals(h, REQUESTER)[0]
+    assert "slash command" in text and "/gpu restart-plugin gpu-node-1" in text
+    time.sleep(0.3)
+    assert deletes(env.fk) == [] and not h.slack.calls("chat.postMessage")

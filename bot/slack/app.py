@@ -54,6 +54,7 @@ from bot.slack.config import Settings
 from bot.slack.dedupe import Dedupe
 from bot.slack.mentions import Mentions
 from bot.slack.metrics import Metrics
+from bot.slack.mrkdwn import code
 from bot.slack.pool import Deadline, DiagnosisPool
 from bot.slack.reads import GuardedView
 from handlers.errors import GpubotError
@@ -298,6 +299,11 @@ class SlackBot:
         ``reply(text=..., blocks=...)`` answers the asker privately at once; hints show
         commands as ``prefix`` (default: the slash command) would take them."""
         slash = prefix or self.settings.command
+        if Approvals.handles(text):  # only a mention gets here: actions need the slash path
+            asked = f"{self.settings.command} {' '.join(text.split()[:2])}"
+            reply(text=f":point_right: Actions are asked for with the slash command: "
+                       f"{code(asked)}")
+            return
         try:
             cmd = parse(text)
         except CommandError as err:
