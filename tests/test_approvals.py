@@ -806,3 +806,14 @@ def test_an_action_asked_by_mention_points_to_the_slash_command(env: Env) -> Non
     assert "slash command" in text and "/gpu restart-plugin gpu-node-1" in text
     time.sleep(0.3)
     assert deletes(env.fk) == [] and not h.slack.calls("chat.postMessage")
+
+
+def test_help_lists_the_actions_when_they_are_on(env: Env) -> None:
+    h = env.bot()
+    _, body, _ = h.command("help", user=OTHER)
+    validate(body["blocks"])
+    text = json.dumps(body["blocks"])
+    assert "/gpu restart-plugin NODE|--all" in text and "/gpu audit [N]" in text
+    with BotHarness(SNAPSHOT) as off:
+        _, body, _ = off.command("help", user=OTHER)
+        assert "restart-plugin" not in json.dumps(body["blocks"])

@@ -47,6 +47,7 @@ from slack_sdk.webhook import WebhookClient
 from bot.slack import messages
 from bot.slack.access import AccessPolicy, RateLimiter, Refusal
 from bot.slack.approvals import ACTIONS_OFF, Approvals
+from bot.slack.approvals import HELP as APPROVAL_HELP
 from bot.slack.blocks import Changes, Message, Rendered, Renderer, diff_codes
 from bot.slack.commands import ROUTES, Command, CommandError, parse, parse_args
 from bot.slack.commands import run as run_command
@@ -343,7 +344,8 @@ class SlackBot:
         msg = self.renderer.render_template(
             "slack/help.j2", command=command or self.settings.command, topic=topic,
             routes=[{"usage": r.usage, "summary": r.summary, "example": r.example}
-                    for r in routes],
+                    for r in routes] + (list(APPROVAL_HELP) if self.approvals is not None
+                                        and topic is None else []),
             allowed=(sorted(allowed) if allowed is not None
                      else None) if self.policy.channel_map is not None else None,
         )[0]

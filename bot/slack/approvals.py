@@ -66,6 +66,16 @@ DENY = "gpubot_deny"
 WORDS = ("restart-plugin", "cordon", "uncordon", "audit")
 ACTIONS_OFF = (":lock: Actions are off on this gpubot: it reads a snapshot, no approvers are "
                "configured (GPUBOT_APPROVERS), or its store could not be opened (see its log).")
+# /gpu help entries while actions are on (the shape of help_message's route entries).
+HELP = (
+    {"usage": "restart-plugin NODE|--all", "example": "restart-plugin gpu-node-7",
+     "summary": "restart a node's device plugin (every node, one at a time, with --all) "
+                "once an approver agrees; the thread shows whether the GPUs came back"},
+    {"usage": "cordon NODE  ·  uncordon NODE", "example": "cordon gpu-node-7",
+     "summary": "stop (or allow again) new pods landing on a node, once an approver agrees"},
+    {"usage": "audit [N]", "example": "audit 20",
+     "summary": "the last N action requests, decisions and results"},
+)
 USAGE = ("restart-plugin NODE  ·  restart-plugin --all  ·  cordon NODE  ·  uncordon NODE  ·  "
          "audit [N]")
 
