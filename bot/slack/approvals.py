@@ -101,8 +101,8 @@ class GroupMembers:
             resp = self._call("usergroups_users_list", usergroup=group)
             users = {str(u) for u in resp.get("users") or []}
         except SlackApiError:
-            # Unknown group or missing scope (usergroups:read): nobody is a member. The
-            # failure is logged by SlackBot._call; do not cache it for long.
+            # Unknown group or missing scope (usergroups:read): nobody is a member, for
+            # now (not cached: the next click asks again). SlackBot._call logs the error.
             return set()
         with self._lock:
             self._cache[group] = (now, users)
