@@ -64,6 +64,8 @@ class RootCause:
     code: str
     summary: str
     finding: int  # index into Diagnosis.findings
+    fix: str = ""
+    symptoms: tuple[str, ...] = ()  # codes it explains, in the order they follow it
 
     def to_json(self) -> dict[str, object]:
         return {"code": self.code, "summary": self.summary, "finding": self.finding}
@@ -115,7 +117,8 @@ def link(findings: list[Finding]) -> tuple[list[Finding], RootCause | None]:
     placed = {id(new[id(root)]), *map(id, symptoms)}
     rest = [f for f in out if id(f) not in placed]
     ordered = [root_f, *symptoms, *rest]
-    return ordered, RootCause(root_f.code, root_f.summary, 0)
+    return ordered, RootCause(root_f.code, root_f.summary, 0, root_f.fix,
+                              tuple(dict.fromkeys(f.code for f in symptoms)))
 
 
 def _explains(root: Finding, f: Finding, causes: dict[int, list[Finding]]) -> bool:

@@ -15,7 +15,7 @@ from handlers.gpu import name_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
-from handlers.pending import placement, queueing, quota, spec
+from handlers.pending import fitsif, placement, queueing, quota, spec
 from handlers.pending.context import PendingContext
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import Obj, Reader, ViewError
@@ -210,6 +210,7 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
         pod = _pick_pod(controller, pods)
     diag = Diagnosis("why-pending", str(t))
     ns = t.namespace
+    p: placement.Placement | None = None
     if pod is not None:
         ctx = PendingContext(reader, pod, True, ns, controller)
         ctx.events = sorted(reader.events("Pod", name_of(pod), ns), key=_event_time)
@@ -232,12 +233,23 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
     elif ctx.pod_exists and ctx.pod.get("spec", {}).get("nodeName"):
         diag.add_all(_bound_but_pending(ctx))
     else:
-        _diagnose_unbound(ctx, diag)
+        p = _diagnose_unbound(ctx, diag)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
-    return diag.finish()
+    diag.finish()
+    if p is not None and not _gated(ctx):
+        _fits_if(ctx, p, diag)
+    return diag
 
 
-def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> None:
+def _fits_if(ctx: PendingContext, p: placement.Placement, diag: Diagnosis) -> None:
+    found = fitsif.find(ctx, p.fits, p.gpu_nodes,
+                        lambda n: placement.physical_gpus(p, n), diag.findings)
+    diag.fits_if = [c.to_json() for c in found.changes]
+    if found.closest:
+        diag.details["fits_if_closest"] = found.closest
+
+
+def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> placement.Placement | None:
     for name in CHECKS_RUN:
         diag.check(name)
     diag.add_all(spec.check(ctx))
@@ -245,6 +257,7 @@ def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> None:
     diag.add_all(quota.check(ctx))
     explained = bool(diag.problems)
     gate = _gated(ctx)
+    p = None
     if ctx.nodes:
         found, p = placement.check(ctx)
         diag.nodes = placement.verdicts(p)
@@ -269,6 +282,7 @@ def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> None:
             f"involvedObject.name={ctx.pod_name}; check the scheduler is running: "
             "kubectl -n kube-system get pods -l component=kube-scheduler",
         ))
+    return p
 
 
 def _gated(ctx: PendingContext) -> str | None:

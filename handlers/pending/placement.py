@@ -459,6 +459,12 @@ def _physical(node: Obj, fit: NodeFit, res: str) -> float:
     return max(fit.allocatable.get(res, 0.0), cap, expected)
 
 
+def physical_gpus(p: Placement, node: str) -> float:
+    """The GPUs ``node`` has of the pod's GPU resource, advertised or not."""
+    res = p.gpu_resource or GPU_RESOURCE
+    return _physical(p.nodes_by_name[node], p.fit(node), res)
+
+
 def _used(fit: NodeFit, res: str) -> float:
     return fit.requested.get(res, 0.0)
 
