@@ -8,7 +8,7 @@ without a namespace is looked up in ``default``.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from handlers.errors import GpubotError, TargetNotFound
 from handlers.gpu import name_of
@@ -236,9 +236,20 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
         p = _diagnose_unbound(ctx, diag)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
     diag.finish()
+    if p is not None and not any(f.fits for f in p.fits):
+        _blocking_root(diag)
     if p is not None and not _gated(ctx):
         _fits_if(ctx, p, diag)
     return diag
+
+
+def _blocking_root(diag: Diagnosis) -> None:
+    """The pod fits nowhere: its root cause blocks it now, so it is critical."""
+    if diag.root_cause is not None:
+        i = diag.root_cause.finding
+        f = diag.findings[i]
+        if f.severity == Severity.WARNING:
+            diag.findings[i] = replace(f, severity=Severity.CRITICAL)
 
 
 def _fits_if(ctx: PendingContext, p: placement.Placement, diag: Diagnosis) -> None:
