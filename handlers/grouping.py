@@ -86,9 +86,11 @@ def _merge(members: list[tuple[Finding, str]], pools: Mapping[str, str | None]) 
     objects: list[ObjectRef] = []
     evidence: list[str] = []
     actions: list[tuple[str, str]] = []
+    shared = set.intersection(*(set(f.evidence) for f, _ in members))
+    evidence += [e for e in first.evidence if e in shared]  # said once, for every node
     for f, node in members:
         objects += [o for o in f.objects if o not in objects]
-        evidence += [e if node in e else f"{node}: {e}" for e in f.evidence]
+        evidence += [e if node in e else f"{node}: {e}" for e in f.evidence if e not in shared]
         actions += [a for a in f.actions if a not in actions]
     if len(evidence) > _MAX_EVIDENCE:
         evidence = [*evidence[:_MAX_EVIDENCE], f"... and {len(evidence) - _MAX_EVIDENCE} "

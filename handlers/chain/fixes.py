@@ -159,8 +159,9 @@ def fix(code: str, w: Where) -> str:
         return (
             "GPU Feature Discovery sets these labels: check its pod on the node "
             f"(kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={n} | grep "
-            "feature-discovery) and enable it (GPU operator: ClusterPolicy spec.gfd.enable: "
-            "true; device-plugin chart: helm upgrade nvdp nvidia/nvidia-device-plugin "
+            "feature-discovery) and enable it ("
+            + ("GPU operator: ClusterPolicy spec.gfd.enable: true; " if _has_operator(w)
+               else "") + "device-plugin chart: helm upgrade nvdp nvidia/nvidia-device-plugin "
             "--set gfd.enabled=true).")
     if code == "DEVICE_ADMISSION_FAILED":
         return (
@@ -245,3 +246,9 @@ def _plugin_image_fix(w: Where) -> str:
             f"daemonset/<plugin daemonset> <container>={img or '<image:tag>'}) and add "
             "imagePullSecrets for a private registry" + (f" ({_why(w, 'plugin')})"
                                                          if _why(w, "plugin") else "") + ".")
+
+
+def _has_operator(w: Where) -> bool:
+    """A ClusterPolicy exists, or whether one does could not be checked."""
+    m = w.setup.driver if w.setup else None
+    return m is None or not m.known or bool(m.policy)
