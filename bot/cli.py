@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TextIO
 
 from bot.render import render_json, render_text
@@ -76,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("node", metavar="NODE", nargs="?", help="one node (default: every GPU node)")
     _add_source(p)
     p = sub.add_parser("nodes", help="GPU ledger per node and per GPU model")
+    p.add_argument("--png", metavar="FILE",
+                   help="also write the supply-and-demand chart per GPU model as a PNG")
     _add_source(p)
     p = sub.add_parser("pending", help="every pending GPU workload with its root cause")
     p.add_argument("-n", "--namespace", help="one namespace (default: all)")
@@ -158,12 +161,26 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     source = view.source
     for problem in getattr(view, "problems", []):
         diag.unchecked.append(f"not read: {problem}")
+    if getattr(args, "png", None) and not _write_chart(diag, args.png, err):
+        return EXIT_NOT_FOUND
     if args.output == "json":
         out.write(render_json(diag, source=source) + "\n")
     else:
         color = args.color == "always" or (args.color == "auto" and out.isatty())
         out.write(render_text(diag, color=color, source=source))
     return EXIT_OK
+
+
+def _write_chart(diag: Diagnosis, path: str, err: TextIO) -> bool:
+    from bot.chart import render_png
+    from handlers.chart import chart_data
+
+    try:
+        Path(path).write_bytes(render_png(chart_data(diag)))
+    except OSError as e:
+        err.write(f"gpubot: cannot write the chart to {path}: {e.strerror or e}\n")
+        return False
+    return True
 
 
 def entry() -> None:

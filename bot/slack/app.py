@@ -487,6 +487,24 @@ class SlackBot:
         if rendered.truncated:
             self.metrics.truncated.inc()
             self.attach_report(channel, ts, cmd, diag)
+        if cmd.name == "nodes":
+            self.attach_chart(channel, ts, diag)
+
+    def attach_chart(self, channel: str, thread_ts: str, diag: Diagnosis) -> None:
+        """`nodes`: the supply-and-demand chart as a PNG in the thread."""
+        from bot.chart import render_png
+        from handlers.chart import chart_data
+
+        try:
+            png = render_png(chart_data(diag))
+        except Exception:  # the answer stands without its picture
+            log.warning("could not draw the nodes chart", exc_info=True)
+            return
+        with contextlib.suppress(SlackApiError):
+            self._call("files_upload_v2", file_uploads=[{
+                "content": png, "filename": "gpubot-nodes.png",
+                "title": "GPUs per model: supply and demand"}],
+                channel=channel, thread_ts=thread_ts)
 
     def attach_report(self, channel: str, thread_ts: str, cmd: Command, diag: Diagnosis) -> None:
         """The full report as files in the thread (files.getUploadURLExternal, upload,
