@@ -43,6 +43,7 @@ class Rollout:
     age: str  # "2h15m ago"
     changes: list[str] = field(default_factory=list)
     owner: str = ""  # "ClusterPolicy cluster-policy" when the operator owns the DaemonSet
+    previous_template: Mapping[str, Any] | None = None  # the pod template rolled back to
 
     def evidence(self) -> str:
         what = "; ".join(self.changes) or "the pod template changed"
@@ -137,11 +138,14 @@ def deployment_rollout(reader: Reader, deploy: Obj, pods: list[Obj]) -> Rollout 
     hash_ = _labels(new).get(POD_TEMPLATE_HASH)
     if pods and hash_ and not all(_labels(p).get(POD_TEMPLATE_HASH) == hash_ for p in pods):
         return None
-    return _recent(reader, "Deployment", deploy, new, old,
-                   int(new["metadata"]["annotations"][DEPLOY_REVISION]),
-                   int(old["metadata"]["annotations"][DEPLOY_REVISION]),
-                   template_changes((old.get("spec") or {}).get("template") or {},
-                                    (new.get("spec") or {}).get("template") or {}))
+    before = (old.get("spec") or {}).get("template") or {}
+    ro = _recent(reader, "Deployment", deploy, new, old,
+                 int(new["metadata"]["annotations"][DEPLOY_REVISION]),
+                 int(old["metadata"]["annotations"][DEPLOY_REVISION]),
+                 template_changes(before, (new.get("spec") or {}).get("template") or {}))
+    if ro is not None:
+        ro.previous_template = before
+    return ro
 
 
 def _recent(reader: Reader, kind: str, owner: Obj, new: Obj, old: Obj, rev: int, prev: int,

@@ -17,6 +17,7 @@ from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.pending import fitsif, placement, queueing, quota, spec
 from handlers.pending.context import PendingContext
+from handlers.rollout import deployment_rollout
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import Obj, Reader, ViewError
 
@@ -240,8 +241,38 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
         _blocking_root(diag)
     if p is not None and not _gated(ctx):
         _fits_if(ctx, p, diag)
+        if not any(f.fits for f in p.fits):
+            _rolled_back(ctx, diag)
     return diag
 
+
+def _rolled_back(ctx: PendingContext, diag: Diagnosis) -> None:
+    """A Deployment's recent rollout whose previous template would fit: the rollback leads
+    the root cause's fix and is one more way to make it fit."""
+    deploy = ctx.controller
+    if deploy is not None and deploy.get("kind") == "ReplicaSet":
+        ref = next((r for r in deploy.get("metadata", {}).get("ownerReferences") or []
+                    if r.get("kind") == "Deployment"), None)
+        deploy = ctx.reader.get("Deployment", str(ref.get("name")), ctx.namespace) \
+            if ref else None
+    if deploy is None or diag.root_cause is None:
+        return
+    deploy.setdefault("kind", "Deployment")
+    ro = deployment_rollout(ctx.reader, deploy, [ctx.pod] if ctx.pod_exists else [])
+    if ro is None or ro.previous_template is None:
+        return
+    nodes = fitsif.fits_as(ctx, ro.previous_template)
+    if not nodes:
+        return
+    i = diag.root_cause.finding
+    f = diag.findings[i]
+    diag.findings[i] = replace(f, evidence=(*f.evidence, ro.evidence()),
+                               fix=f"{ro.fix()}\n{f.fix}")
+    diag.root_cause = replace(diag.root_cause, fix=diag.findings[i].fix)
+    diag.fits_if.append({"change": "other", "summary": f"{ro.fix()} (then it fits on "
+                         f"{', '.join(nodes[:3])})", "nodes": nodes[:5],
+                         "objects": [{"kind": "Deployment", "name": ro.name,
+                                      "namespace": ro.namespace}]})
 
 def _blocking_root(diag: Diagnosis) -> None:
     """The pod fits nowhere: its root cause blocks it now, so it is critical."""

@@ -200,3 +200,23 @@ def test_an_application_xid_still_offers_the_plugin_restart(tmp_path: Path) -> N
     logs.write_text(logs.read_text().replace("Xid=79", "Xid=13"))
     f = _one(_doctor(dst), "GPU_UNHEALTHY")
     assert f.actions == (("restart-device-plugin", "gpu-a100-1"),)
+
+
+DEPLOY = SCENARIOS / "deployment-rollout-dropped-toleration" / "cluster.yaml"
+
+
+def test_a_deployment_rollout_is_rolled_back_when_the_old_template_fits() -> None:
+    d = why_pending.run(Reader(load_snapshot(DEPLOY)), "deployment/segformer", "cv-team")
+    f = _one(d, "TAINT_NOT_TOLERATED")
+    assert f.fix.startswith("Roll back")
+    assert "rollout undo deployment/segformer --to-revision=1" in f.fix
+    assert any("tolerations changed" in e for e in f.evidence)
+
+
+def test_no_rollback_when_the_old_template_would_not_fit_either(tmp_path: Path) -> None:
+    def same_old(rs: dict[str, Any]) -> None:
+        rs["spec"]["template"]["spec"].pop("tolerations", None)
+    path = _copy(DEPLOY, tmp_path, _each("ReplicaSet", same_old))
+    d = why_pending.run(Reader(load_snapshot(path)), "deployment/segformer", "cv-team")
+    assert "rollout undo" not in _one(d, "TAINT_NOT_TOLERATED").fix
+    assert all(c["change"] != "other" for c in d.fits_if)

@@ -512,6 +512,16 @@ def find(ctx: PendingContext, fits: list[NodeFit], gpu_nodes: set[str],
                    "no single change suffices")
 
 
+def fits_as(ctx: PendingContext, template: Mapping[str, Any]) -> list[str]:
+    """GPU nodes the pod would pass every filter on with ``template``'s spec (e.g. the
+    revision before a rollout)."""
+    pod = _anon(ctx.pod)
+    pod["spec"] = copy.deepcopy(dict(template.get("spec") or {}))
+    pod["metadata"]["labels"] = dict((template.get("metadata") or {}).get("labels") or {})
+    got = _Sim(ctx).run(pod=pod)
+    return sorted(n for n, f in got.items() if f.fits)
+
+
 def _gate_change(ctx: PendingContext, g: Finding) -> Change:
     kind = GATES[g.code]
     objs = [o for o in g.objects if o.kind != "Node"]
