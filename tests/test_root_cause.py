@@ -107,3 +107,28 @@ def test_doctor_groups_a_rollout_that_broke_three_nodes() -> None:
     assert len(pulls) == 1
     assert len([o for o in pulls[0].objects if o.kind == "Node"]) == 3
     assert "pool gpu-a10g" in pulls[0].summary
+
+
+def test_why_pending_is_critical_only_about_nodes_the_pod_could_use() -> None:
+    """Honest severity: a chain finding that blocks the pod is about a node it passes the
+    targeting filters of (selector, affinity, taints); other nodes' faults are not its."""
+    from handlers.codes import CODES, Section
+    from tests.scenarios import load_scenarios
+    from tests.test_scenarios import run_scenario
+
+    targeting = ("NodeName:", "NodeAffinity:", "TaintToleration:", "VolumeNodeAffinity:")
+    checked = 0
+    for s in load_scenarios():
+        if s.command != "why-pending":
+            continue
+        d = run_scenario(s)
+        if not d.nodes:
+            continue
+        usable = {v.node for v in d.nodes if not any(r.startswith(targeting)
+                                                     for r in v.reasons)}
+        for f in d.findings:
+            if f.severity == CRIT and CODES[f.code][0] == Section.CHAIN:
+                nodes = {o.name for o in f.objects if o.kind == "Node"}
+                assert not nodes or nodes & usable, (s.name, f.code, nodes, usable)
+                checked += 1
+    assert checked >= 3
