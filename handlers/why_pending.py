@@ -237,6 +237,7 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
         p = _diagnose_unbound(ctx, diag)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
     diag.finish()
+    _one_critical_per_cause(diag)
     if p is not None and not any(f.fits for f in p.fits):
         _blocking_root(diag)
     if p is not None and not _gated(ctx):
@@ -273,6 +274,15 @@ def _rolled_back(ctx: PendingContext, diag: Diagnosis) -> None:
                          f"{', '.join(nodes[:3])})", "nodes": nodes[:5],
                          "objects": [{"kind": "Deployment", "name": ro.name,
                                       "namespace": ro.namespace}]})
+
+def _one_critical_per_cause(diag: Diagnosis) -> None:
+    """A symptom another finding explains (caused_by) is not one more critical problem: the
+    cause is. One critical finding per independent cause."""
+    codes = {f.code for f in diag.findings if f.severity == Severity.CRITICAL}
+    diag.findings = [replace(f, severity=Severity.WARNING)
+                     if f.severity == Severity.CRITICAL and set(f.caused_by) & codes else f
+                     for f in diag.findings]
+
 
 def _blocking_root(diag: Diagnosis) -> None:
     """The pod fits nowhere: its root cause blocks it now, so it is critical."""

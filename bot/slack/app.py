@@ -458,6 +458,8 @@ class SlackBot:
         self._post_thread(req.channel, ts, rendered, cmd, diag)
         self.metrics.count(cmd.name, "answered")
         self.metrics.answer_seconds.labels(command=cmd.name).observe(self._clock() - req.received)
+        if cmd.name == "nodes":  # drawn after the answer is counted: it takes a second
+            self.attach_chart(req.channel, ts, diag)
 
     def update_card(self, cmd: Command, diag: Diagnosis, req: Request,
                     before: list[str] | None) -> None:
@@ -487,8 +489,6 @@ class SlackBot:
         if rendered.truncated:
             self.metrics.truncated.inc()
             self.attach_report(channel, ts, cmd, diag)
-        if cmd.name == "nodes":
-            self.attach_chart(channel, ts, diag)
 
     def attach_chart(self, channel: str, thread_ts: str, diag: Diagnosis) -> None:
         """`nodes`: the supply-and-demand chart as a PNG in the thread."""
