@@ -75,11 +75,33 @@ def _nodes(f: Finding) -> set[str]:
     return {o.name for o in f.objects if o.kind == "Node"}
 
 
-def _linked(effect: Finding, cause: Finding) -> bool:
-    if cause.code not in CAUSES.get(effect.code, ()):
-        return False
-    a, b = _nodes(effect), _nodes(cause)
-    return not a or not b or bool(a & b)
+class _Index:
+    """Problems by (code, node) and by code: candidates are looked up, not scanned."""
+
+    def __init__(self, problems: list[Finding]) -> None:
+        self.by_code: dict[str, list[Finding]] = {}
+        self.by_node: dict[tuple[str, str], list[Finding]] = {}
+        self.nodeless: dict[str, list[Finding]] = {}
+        for f in problems:
+            self.by_code.setdefault(f.code, []).append(f)
+            ns = _nodes(f)
+            if not ns:
+                self.nodeless.setdefault(f.code, []).append(f)
+            for n in ns:
+                self.by_node.setdefault((f.code, n), []).append(f)
+
+
+def _candidates(f: Finding, ix: _Index) -> list[Finding]:
+    """Findings the graph allows as ``f``'s cause, about the same node or about none."""
+    mine = _nodes(f)
+    out: dict[int, Finding] = {}
+    for code in CAUSES.get(f.code, ()):
+        found = ix.by_code.get(code, []) if not mine else [
+            *ix.nodeless.get(code, []), *(c for n in mine for c in ix.by_node.get((code, n), []))]
+        for c in found:
+            if c is not f:
+                out.setdefault(id(c), c)
+    return list(out.values())
 
 
 def _importance(f: Finding) -> tuple[int, tuple[int, int]]:
@@ -90,9 +112,8 @@ def link(findings: list[Finding]) -> tuple[list[Finding], RootCause | None]:
     """Findings with ``caused_by`` set, the root cause and its symptoms first, then the
     rest in their order; and the root cause (None when nothing is a problem)."""
     problems = [f for f in findings if f.severity.is_problem]
-    causes: dict[int, list[Finding]] = {
-        id(f): sorted((c for c in problems if c is not f and _linked(f, c)), key=_importance)
-        for f in problems}
+    ix = _Index(problems)
+    causes = {id(f): sorted(_candidates(f, ix), key=_importance) for f in problems}
     out = [replace(f, caused_by=tuple(dict.fromkeys(c.code for c in causes[id(f)])))
            if causes.get(id(f)) else f for f in findings]
     new = {id(old): f for old, f in zip(findings, out, strict=True)}
