@@ -211,25 +211,26 @@ def _cuda_fix(w: Where) -> str:
     driver upgrade through whoever manages the driver."""
     want = w.cuda or "<node CUDA>"
     now = f" {w.driver}" if w.driver else ""
-    out = [f"Use an image built for CUDA <= {want}, the newest the node's driver{now} supports"]
+    out = [f"Use an image built for CUDA <= {want} (the newest the node's driver{now} "
+           "supports)."]
     newer = w.setup.newer if w.setup else None
     if newer is not None:
-        out.append(f"or keep the pod on nodes with a newer driver, as {newer.node} has "
+        out.append(f"Or keep the pod on nodes with a newer driver, as {newer.node} has "
                    f"({newer.driver}" + (f", CUDA {newer.cuda}" if newer.cuda else "") + "):\n"
                    f"nodeSelector:\n  nvidia.com/cuda.driver.major: \"{newer.major}\"")
     target = newer.driver if newer is not None else "<a branch that supports the image's CUDA>"
     if _unknown(w, "driver"):
-        out.append(f"or upgrade the driver on {w.node} to {target} ({_why(w, 'driver')}): if "
+        out.append(f"Or upgrade the driver on {w.node} to {target} ({_why(w, 'driver')}): if "
                    "the GPU operator installs it, " + _policy_patch(w, "driver", target)
                    + f"; if it is installed on the host, upgrade it there ({CUDA_COMPAT})")
     elif _managed(w, "driver"):
-        out.append("or upgrade the driver through the GPU operator, "
+        out.append("Or upgrade the driver through the GPU operator, "
                    + _policy_patch(w, "driver", target)
                    + ("" if newer else f" (versions: {CUDA_COMPAT})"))
     else:
-        out.append(f"or upgrade the host driver on {w.node} to {target} ({_why(w, 'driver')}; "
+        out.append(f"Or upgrade the host driver on {w.node} to {target} ({_why(w, 'driver')}; "
                    f"CUDA support per driver: {CUDA_COMPAT})")
-    return ",\n".join(out)
+    return "\n".join(out)
 
 
 def _plugin_image_fix(w: Where) -> str:
