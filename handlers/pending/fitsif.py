@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -51,6 +51,7 @@ GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.family", "nvidia.co
                    "cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator",
                    "nvidia.com/gpu.machine", "node.kubernetes.io/instance-type")
 _MAX_BRUTE = 12  # holders per node tried exhaustively for the fewest pods to move
+_MAX_TRIES = 3  # nodes re-checked per kind of change
 
 
 @dataclass
@@ -82,18 +83,27 @@ def _anon(obj: Obj) -> dict[str, Any]:
 class _Sim:
     """Re-runs the filters with one change applied."""
 
-    def __init__(self, ctx: PendingContext) -> None:
+    def __init__(self, ctx: PendingContext, scope: Collection[str] | None = None) -> None:
         self.ctx = ctx
         spec = ctx.pod.get("spec") or {}
         has_pvc = any("persistentVolumeClaim" in v for v in spec.get("volumes") or [])
         self.pvcs = ctx.reader.list("PersistentVolumeClaim", ctx.namespace) if has_pvc else []
         self.pvs = ctx.reader.list("PersistentVolume") if self.pvcs else []
+        # The pod's own inter-pod (anti-)affinity reads every node's pods: then every node
+        # runs. Otherwise a node's verdict is its own: only the nodes a change can help run
+        # (existing pods' anti-affinity is then judged within those nodes).
+        aff = spec.get("affinity") or {}
+        self.whole = bool(aff.get("podAffinity") or aff.get("podAntiAffinity"))
+        self.scope = None if self.whole or scope is None else set(scope)
 
     def run(self, pod: Obj | None = None, nodes: Mapping[str, Obj] | None = None,
             pods_by_node: Mapping[str, list[Obj]] | None = None,
-            resource: str | None = None) -> dict[str, NodeFit]:
+            resource: str | None = None, only: Collection[str] | None = None
+            ) -> dict[str, NodeFit]:
         nodes = nodes or {}
-        all_nodes = [nodes.get(name_of(n), n) for n in self.ctx.nodes]
+        keep = None if self.whole else (set(only) if only is not None else self.scope)
+        all_nodes = [nodes.get(name_of(n), n) for n in self.ctx.nodes
+                     if keep is None or name_of(n) in keep]
         fits = simulate(pod or self.ctx.pod, all_nodes, pods_by_node or self.ctx.pods_by_node,
                         pvcs=self.pvcs, pvs=self.pvs,
                         gpu_resource=resource or self.ctx.gpu_request[0])
@@ -130,7 +140,7 @@ class _Search:
         self.gpu_nodes = gpu_nodes
         self.physical = physical
         self.res, self.need = ctx.gpu_request
-        self.sim = _Sim(ctx)
+        self.sim = _Sim(ctx, gpu_nodes)
         self.found: list[Change] = []
         self.near: list[tuple[int, str]] = []  # (rejections left, "option: what it lacks")
 
@@ -140,15 +150,16 @@ class _Search:
 
     def _try_node(self, name: str, node: Obj, label: str,
                   pods_by_node: Mapping[str, list[Obj]] | None = None) -> bool:
-        got = self.sim.run(nodes={name: node}, pods_by_node=pods_by_node).get(name)
+        got = self.sim.run(nodes={name: node}, pods_by_node=pods_by_node, only=(name,)).get(name)
         if got is not None and got.fits:
             return True
         if got is not None:
             self.near.append((len(got.rejections), f"{label} still leaves {_lacks(got)}"))
         return False
 
-    def _try_pod(self, pod: Obj, label: str, resource: str | None = None) -> list[str]:
-        got = self.sim.run(pod=pod, resource=resource)
+    def _try_pod(self, pod: Obj, label: str, resource: str | None = None,
+                 only: Collection[str] | None = None) -> list[str]:
+        got = self.sim.run(pod=pod, resource=resource, only=only)
         ok = sorted(n for n, f in got.items() if f.fits and n in self.gpu_nodes)
         if not ok:
             best = min((f for n, f in got.items() if n in self.gpu_nodes),
@@ -158,9 +169,23 @@ class _Search:
                                   f"{label} still leaves on {best.node}: {_lacks(best)}"))
         return ok
 
+    def _only(self, fits: Iterable[NodeFit], fixed: set[str], label: str) -> list[NodeFit]:
+        """Nodes whose every rejection the change addresses (at most a few, most free
+        first); the others are noted as near misses without re-running anything."""
+        out = []
+        for f in self._by_free(fits):
+            left = [r for r in f.rejections if r.filter not in fixed]
+            if left:
+                self.near.append((len(left), f"{label.format(node=f.node)} still leaves "
+                                  + "; ".join(f"{r.filter}: {r.reason}" for r in left[:3])))
+            else:
+                out.append(f)
+        return out[:_MAX_TRIES]
+
     # -- node changes ----------------------------------------------------------------
     def uncordon(self) -> None:
-        for f in self._by_free(f for f in self.pool() if "NodeUnschedulable" in _filters(f)):
+        for f in self._only((f for f in self.pool() if "NodeUnschedulable" in _filters(f)),
+                            {"NodeUnschedulable"}, "uncordon {node}"):
             node = _anon(self.ctx.nodes_by_name[f.node])
             node.setdefault("spec", {})["unschedulable"] = False
             node["spec"]["taints"] = [t for t in node["spec"].get("taints") or []
@@ -173,8 +198,9 @@ class _Search:
 
     def node_ready(self) -> None:
         """NotReady or under pressure: the node healthy again (kind `other`)."""
-        for f in self._by_free(f for f in self.pool()
-                               if _filters(f) & {"NodeReady", "NodePressure"}):
+        for f in self._only((f for f in self.pool()
+                             if _filters(f) & {"NodeReady", "NodePressure"}),
+                            {"NodeReady", "NodePressure"}, "{node} healthy again"):
             node = _anon(self.ctx.nodes_by_name[f.node])
             spec, st = node.setdefault("spec", {}), node.setdefault("status", {})
             spec["taints"] = [t for t in spec.get("taints") or []
@@ -193,7 +219,11 @@ class _Search:
         res = self.res or GPU_RESOURCE
         short = [f for f in self.pool() if f.node in self.broken and res == GPU_RESOURCE
                  and f.allocatable.get(res, 0.0) < self.physical(f.node)]
-        for f in sorted(short, key=lambda f: (-self.physical(f.node), f.node)):
+        # Repaired, a node offers all its GPUs: only one whose GPU count is all it lacks.
+        ok = [f for f in short if all(r.resource == res for r in f.rejections)
+              and _filters(f) == {"NodeResourcesFit"}
+              and self.physical(f.node) - f.requested.get(res, 0.0) >= self.need]
+        for f in sorted(ok, key=lambda f: (-self.physical(f.node), f.node))[:_MAX_TRIES]:
             node = _anon(self.ctx.nodes_by_name[f.node])
             have = fmt_quantity(self.physical(f.node), res)
             for key in ("capacity", "allocatable"):
@@ -245,8 +275,14 @@ class _Search:
         """A new node like a feasible one of the pool: empty, ready, all its GPUs."""
         targeting = {"NodeName", "NodeAffinity", "TaintToleration", "VolumeNodeAffinity"}
         res = self.res or GPU_RESOURCE
+        from handlers.grouping import pool_of
         cands = [f for f in self.pool() if not (_filters(f) & targeting)]
+        shapes: dict[tuple[str | None, float, tuple[tuple[str, float], ...]], NodeFit] = {}
         for f in sorted(cands, key=lambda f: (-self.physical(f.node), f.node)):
+            # A new node is like its pool's nodes: one try per kind of node.
+            shapes.setdefault((pool_of(self.ctx.nodes_by_name[f.node]), self.physical(f.node),
+                               tuple(sorted(f.allocatable.items()))), f)
+        for f in list(shapes.values())[:_MAX_TRIES]:
             tmpl = self.ctx.nodes_by_name[f.node]
             node = _anon(tmpl)
             node["metadata"]["name"] = name = f"{f.node}-new"
@@ -258,10 +294,9 @@ class _Search:
             if f.node in self.broken and res == GPU_RESOURCE and self.physical(f.node):
                 for key in ("capacity", "allocatable"):  # a new node's GPU stack works
                     st.setdefault(key, {})[res] = fmt_quantity(self.physical(f.node), res)
-            got = self.sim.run(nodes={f.node: node},
+            got = self.sim.run(nodes={f.node: node}, only=(f.node,),
                                pods_by_node={**self.ctx.pods_by_node, name: []}).get(name)
             if got is not None and got.fits:
-                from handlers.grouping import pool_of
                 pool = pool_of(tmpl)
                 like = f"to pool {pool}" if pool else f"like {f.node}"
                 self.found.append(Change(
@@ -296,9 +331,8 @@ class _Search:
     def change_selector(self) -> None:
         spec = self.ctx.pod.get("spec") or {}
         sel = dict(spec.get("nodeSelector") or {})
-        for f in self.pool():
-            if "NodeAffinity" not in _filters(f):
-                continue
+        for f in self._only((f for f in self.pool() if "NodeAffinity" in _filters(f)),
+                            {"NodeAffinity"}, "a selector matching {node}"):
             have = ((self.ctx.nodes_by_name[f.node].get("metadata") or {}).get("labels")) or {}
             pod = _anon(self.ctx.pod)
             pspec = pod.setdefault("spec", {})
@@ -309,8 +343,7 @@ class _Search:
             aff = dict(pspec.get("affinity") or {})
             node_aff = dict(aff.get("nodeAffinity") or {})
             had_required = node_aff.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
-            ok = self._try_pod(pod, f"a selector matching {f.node}")
-            if not ok or f.node not in ok:
+            if f.node not in self._try_pod(pod, f"a selector matching {f.node}", only=(f.node,)):
                 continue
             parts = [f"{k}: {v}" for k, v in changed.items()]
             parts += [f"drop {k}" for k in dropped]
@@ -319,7 +352,7 @@ class _Search:
                 aff["nodeAffinity"] = {**node_aff, "requiredDuringSchedulingIgnoredDuringExecution":
                                        had_required}
                 pspec["affinity"] = aff
-                if f.node not in self._try_pod(pod, "the selector change alone"):
+                if f.node not in self._try_pod(pod, "the selector change alone", only=(f.node,)):
                     parts.append("relax the required node affinity")
             what = "; ".join(parts) or "relax the node affinity"
             other_gpu = any(k in GPU_TYPE_LABELS for k in [*changed, *dropped])
@@ -352,14 +385,13 @@ class _Search:
                 return
         self._fewer_gpus()
         # Resources besides the GPU: lower them to what a node with the GPUs free has.
-        for f in self.pool():
-            rej = [r for r in f.rejections if r.filter == "NodeResourcesFit"]
-            if not rej or len(rej) != len(f.rejections) or any(
-                    r.resource in (res, PODS) or r.free is None or r.free <= 0 for r in rej):
-                continue
-            lower = {str(r.resource): float(r.free or 0.0) for r in rej}
+        cands = [f for f in self._by_free(self.pool()) if f.rejections and all(
+            r.filter == "NodeResourcesFit" and r.resource not in (res, PODS)
+            and r.free is not None and r.free > 0 for r in f.rejections)]
+        for f in cands[:_MAX_TRIES]:
+            lower = {str(r.resource): float(r.free or 0.0) for r in f.rejections}
             ok = self._try_pod(_with_requests(self.ctx.pod, lower),
-                               f"lower requests on {f.node}")
+                               f"lower requests on {f.node}", only=(f.node,))
             if f.node in ok:
                 shown = ", ".join(f"{k} to {fmt_quantity(v, k)}" for k, v in lower.items())
                 self.found.append(Change(
