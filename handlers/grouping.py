@@ -79,10 +79,25 @@ def group_by_node(findings: list[Finding],
     return out
 
 
+_VERBS = {" is ": " are ", " does ": " do ", " has ": " have ", " was ": " were "}
+
+
+def _plural(tail: str) -> str:
+    """'... does not advertise its GPUs' after a plural subject: '... do not advertise
+    their GPUs'."""
+    for one, many in _VERBS.items():
+        if tail.startswith(one):
+            rest = tail[len(one):]
+            return many + rest.replace(" its ", " their ", 1)
+    return tail
+
+
 def _merge(members: list[tuple[Finding, str]], pools: Mapping[str, str | None]) -> Finding:
     first, node0 = members[0]
     names = [n for _, n in members]
-    summary = first.summary.replace(node0, nodes_phrase(names, pools))
+    phrase = nodes_phrase(names, pools)
+    head, _, tail = first.summary.partition(node0)
+    summary = head + phrase + _plural(tail)
     objects: list[ObjectRef] = []
     evidence: list[str] = []
     actions: list[tuple[str, str]] = []
