@@ -284,13 +284,21 @@ def _one_critical_per_cause(diag: Diagnosis) -> None:
                      for f in diag.findings]
 
 
+# Placement findings about nodes a filter took away: when the pod fits nowhere, each is an
+# independent cause that blocks it now, on its own nodes.
+_EXCLUSIONS = frozenset({"NODE_SELECTOR_MISMATCH", "TAINT_NOT_TOLERATED", "POD_AFFINITY_MISMATCH",
+                         "VOLUME_NODE_AFFINITY", "NODE_UNSCHEDULABLE", "NODE_NOT_READY",
+                         "NODE_PRESSURE"})
+
+
 def _blocking_root(diag: Diagnosis) -> None:
-    """The pod fits nowhere: its root cause blocks it now, so it is critical."""
-    if diag.root_cause is not None:
-        i = diag.root_cause.finding
-        f = diag.findings[i]
-        if f.severity == Severity.WARNING:
-            diag.findings[i] = replace(f, severity=Severity.CRITICAL)
+    """The pod fits nowhere: its root cause, and every node exclusion nothing else explains,
+    block it now, so they are critical (one critical finding per independent cause)."""
+    root = diag.root_cause.finding if diag.root_cause is not None else None
+    diag.findings = [
+        replace(f, severity=Severity.CRITICAL) if f.severity == Severity.WARNING and (
+            i == root or (f.code in _EXCLUSIONS and not f.caused_by)) else f
+        for i, f in enumerate(diag.findings)]
 
 
 def _fits_if(ctx: PendingContext, p: placement.Placement, diag: Diagnosis) -> None:

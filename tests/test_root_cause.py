@@ -132,3 +132,19 @@ def test_why_pending_is_critical_only_about_nodes_the_pod_could_use() -> None:
                 assert not nodes or nodes & usable, (s.name, f.code, nodes, usable)
                 checked += 1
     assert checked >= 3
+
+
+def test_why_pending_has_one_critical_finding_per_independent_cause() -> None:
+    from tests.scenarios import load_scenarios
+    from tests.test_scenarios import run_scenario
+
+    by_name = {s.name: s for s in load_scenarios()}
+
+    def criticals(name: str) -> list[str]:
+        return [f.code for f in run_scenario(by_name[name]).findings if f.severity == CRIT]
+
+    # One cause, its symptoms under it as warnings.
+    assert criticals("example_plugin-crashloop-why-pending") == ["CUDA_DRIVER_MISMATCH"]
+    # Three causes on three sets of nodes (cordoned, tainted, full): each blocks the pod.
+    assert sorted(criticals("several-causes-new-scheduler")) == [
+        "INSUFFICIENT_GPU", "NODE_UNSCHEDULABLE", "TAINT_NOT_TOLERATED"]
