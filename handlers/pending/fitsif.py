@@ -219,6 +219,10 @@ class _Search:
         res = self.res or GPU_RESOURCE
         short = [f for f in self.pool() if f.node in self.broken and res == GPU_RESOURCE
                  and f.allocatable.get(res, 0.0) < self.physical(f.node)]
+        for f in self.pool():
+            if f.node in self.broken and not self.physical(f.node):
+                self.near.append((1, f"repairing the GPU stack on {f.node} (not checked: the "
+                                  "data does not say how many GPUs the node has)"))
         # Repaired, a node offers all its GPUs: only one whose GPU count is all it lacks.
         ok = [f for f in short if all(r.resource == res for r in f.rejections)
               and _filters(f) == {"NodeResourcesFit"}
