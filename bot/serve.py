@@ -83,7 +83,7 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
                          name="gpubot-warm").start()
 
     def probe() -> bool:
-        if live.cache is not None and not live.cache.wait_synced(0):
+        if live.cache is not None and not live.cache.settled():
             return False  # ready once diagnoses read from the cache
         try:
             live.get("Namespace", "default")
@@ -118,12 +118,17 @@ def _warm_when_synced(view: ClusterView, cache: WatchCache) -> None:
     log.info("watch cache synced; %d GPU nodes warmed in %.1f s", n, time.monotonic() - started)
 
 
-def _logging(level: str, secrets: list[str]) -> None:
+def _logging(level: str, secrets: list[str], log_format: str = "text") -> None:
     from bot.slack import redact
 
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if log_format == "json":
+        from bot.logformat import JsonFormatter
+
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter())
     redact.install(secrets)
 
 
@@ -133,19 +138,16 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
     """Run until SIGTERM/SIGINT (or ``stop`` is set). ``ready(server)`` is called once
     serving (tests use it to learn the port)."""
     err = err or sys.stderr
-    try:
-        from bot.slack.app import SlackBot
-        from bot.slack.config import ConfigError
-        from bot.slack.server import BotServer
-    except ImportError as e:
-        err.write(f"gpubot: serve needs the Slack extras: pip install 'gpubot[slack]' ({e})\n")
-        return EXIT_USAGE
+    from bot.slack.app import SlackBot
+    from bot.slack.config import ConfigError
+    from bot.slack.server import BotServer
+
     try:
         settings = _settings(args, dict(os.environ) if env is None else env)
     except ConfigError as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_USAGE
-    _logging(settings.log_level, settings.secrets())
+    _logging(settings.log_level, settings.secrets(), settings.log_format)
     try:
         view, probe, close_view = open_cluster(settings)
     except ViewError as e:

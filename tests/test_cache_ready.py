@@ -81,6 +81,9 @@ def test_while_syncing_answers_say_they_read_the_api_server(tmp_path: Path) -> N
             fk.faults.remove(slow)
             assert cache.wait_synced(30)
             assert "syncing" not in live.source
+            # The example holds no ResourceQuota: refused (403), it never syncs, yet it
+            # does not hold the bot back.
+            assert not cache.synced("ResourceQuota")
         finally:
             cache.stop()
             live.close()

@@ -47,7 +47,7 @@ from handlers.kube.selectors import (
 )
 from handlers.view import Obj
 
-from .errors import Op
+from .errors import ApiForbidden, Op
 from .kinds import KindInfo, kind_info
 from .lean import Leaner
 from .objects import prepare
@@ -95,6 +95,7 @@ class _Store:
     nbytes: int = 0
     synced: bool = False
     missing: bool = False
+    forbidden: bool = False  # the last list was refused (403): reads go to the server
     resource_version: str = ""
     lists: int = 0
     watches: int = 0
@@ -316,10 +317,17 @@ class WatchCache:
         return store is not None and store.synced and (
             store.namespace is None or namespace == store.namespace)
 
+    def settled(self) -> bool:
+        """Every kind is synced or was refused (403): the bot's RBAC may leave kinds out,
+        whose reads then go to the server and come back as "not checked". Readiness and
+        warming wait for this, not for every kind to sync."""
+        return all(s.synced or s.forbidden for s in self._stores.values())
+
     def wait_synced(self, timeout: float | None = None) -> bool:
-        """True once every kind has been listed; False if ``timeout`` passed first."""
+        """True once every kind has been listed or refused (``settled``); False if
+        ``timeout`` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not all(s.synced for s in self._stores.values()):
+        while not self.settled():
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
@@ -427,6 +435,7 @@ class WatchCache:
                     store.last_error = f"{type(err).__name__}: {err}"
                     if listing:
                         store.synced = False
+                        store.forbidden = isinstance(err, ApiForbidden)
                 log.warning("watch cache %s: %s %s; listing again in %.1fs",
                             store.info.kind, "list failed:" if listing else "watch broke:",
                             store.last_error, delay)
@@ -470,7 +479,7 @@ class WatchCache:
                 store.missing = True
                 store.replace([], "")
                 return
-            store.missing = False
+            store.missing = store.forbidden = False
             items, version, _ = got
             store.replace(items, version)
             if store.lists == 1:
