@@ -470,8 +470,9 @@ class SlackBot:
         self._post_thread(req.channel, req.thread_ts or ts, rendered, cmd, diag)
         self.metrics.count(cmd.name, "answered")
         self.metrics.answer_seconds.labels(command=cmd.name).observe(self._clock() - req.received)
-        if cmd.name == "nodes":  # drawn after the answer is counted: it takes a second
-            self.attach_chart(req.channel, ts, diag)
+        if cmd.name == "nodes":  # drawing takes a second: not on the worker that answers
+            threading.Thread(target=self.attach_chart, args=(req.channel, ts, diag),
+                             daemon=True, name="gpubot-chart").start()
 
     def update_card(self, cmd: Command, diag: Diagnosis, req: Request,
                     before: list[str] | None) -> None:
@@ -512,11 +513,15 @@ class SlackBot:
         except Exception:  # the answer stands without its picture
             log.warning("could not draw the nodes chart", exc_info=True)
             return
-        with contextlib.suppress(SlackApiError):
+        try:
             self._call("files_upload_v2", file_uploads=[{
                 "content": png, "filename": "gpubot-nodes.png",
                 "title": "GPUs per model: supply and demand"}],
                 channel=channel, thread_ts=thread_ts)
+        except SlackApiError:
+            pass  # counted and logged in _call
+        except Exception:  # its own thread: nothing above it would log this
+            log.warning("could not upload the nodes chart", exc_info=True)
 
     def attach_report(self, channel: str, thread_ts: str, cmd: Command, diag: Diagnosis) -> None:
         """The full report as files in the thread (files.getUploadURLExternal, upload,
