@@ -76,21 +76,6 @@ class NewerDriver:
     cuda: str
 
 
-def newer_driver(nodes: list[Obj], node: Obj) -> NewerDriver | None:
-    """The newest driver another node of the cluster runs, if newer than ``node``'s."""
-    mine = driver_version(node)
-    best: NewerDriver | None = None
-    for n in nodes:
-        v = driver_version(n)
-        if not v or name_of(n) == name_of(node):
-            continue
-        if mine and _version_key(v) <= _version_key(mine):
-            continue
-        if best is None or _version_key(v) > _version_key(best.driver):
-            best = NewerDriver(name_of(n), v, v.split(".")[0], cuda_version(n) or "")
-    return best
-
-
 @dataclass(frozen=True)
 class Setup:
     """The node's GPU setup as read, so that a fix names only what works here."""
