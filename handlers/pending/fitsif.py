@@ -234,7 +234,7 @@ class _Search:
                 node.setdefault("status", {}).setdefault(key, {})[res] = have
             if self._try_node(f.node, node, f"repairing the GPU stack on {f.node}"):
                 self.found.append(Change(
-                    "fix-gpu-stack", f"repair the GPU stack on {f.node} (the root cause above) "
+                    "fix-gpu-stack", f"repair the GPU stack on {f.node} (see its findings above) "
                     f"so that it advertises its {have} GPUs", [f.node], [_node_ref(f.node)],
                     (1, 2)))
                 return
