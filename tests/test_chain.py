@@ -272,7 +272,7 @@ def test_kubelet_registration_ready_plugin_and_crashing_plugin() -> None:
     _one(diag, "DEVICE_PLUGIN_CRASHLOOP", "gpu-a100-2")
 
 
-def test_gpu_unhealthy_numbers_xid_and_action() -> None:
+def test_gpu_unhealthy_numbers_xid_and_hardware_fix() -> None:
     f = _one(_run("doctor_gpu_unhealthy"), "GPU_UNHEALTHY", "gpu-a100-1")
     assert "allocatable nvidia.com/gpu: 6 < capacity 8" in f.evidence
     assert _has(f.evidence, "XidCriticalError: Xid=79")

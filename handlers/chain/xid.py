@@ -134,8 +134,12 @@ def check(run: NodeRun) -> None:
     hw = [x for x, i in infos.items() if i is not None and i.hardware]
     if unhealthy is not None and hw:
         # A restarted plugin re-checks the GPUs and may list a broken one as healthy again.
-        unhealthy.actions = [a for a in unhealthy.actions if a[0] != "restart-device-plugin"]
-        worst_hw = min(hw, key=lambda x: _rank(infos[x]))
-        unhealthy.fix = _fix(run.name, worst_hw, infos[worst_hw])
+        # (chain/hardware.py already gives the repair fix for the Xids it knows; the others
+        # of knowledge/xid.yaml's hardware Xids get theirs here.)
+        if any(a[0] == "restart-device-plugin" for a in unhealthy.actions):
+            unhealthy.actions = [a for a in unhealthy.actions
+                                 if a[0] != "restart-device-plugin"]
+            worst_hw = min(hw, key=lambda x: _rank(infos[x]))
+            unhealthy.fix = _fix(run.name, worst_hw, infos[worst_hw])
         unhealthy.evidence += [_describe(x, infos[x]) for x in hw
                                if _describe(x, infos[x]) not in unhealthy.evidence]
