@@ -10,6 +10,7 @@ import difflib
 import re
 from collections.abc import Iterable, Iterator
 
+from handlers.dra import uses_claims
 from handlers.gpu import (
     MIG_RESOURCE_RE,
     MIG_STRATEGY_LABEL,
@@ -214,8 +215,9 @@ def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
 
 
 def check_gpu_not_requested(ctx: PendingContext) -> list[Finding]:
-    """GPU_NOT_REQUESTED: a CUDA workload (image or log line) that asks for no GPU."""
-    if requested_gpu_resources(ctx.pod):
+    """GPU_NOT_REQUESTED: a CUDA workload (image or log line) that asks for no GPU.
+    A pod with DRA claims asks for its devices through them: never this."""
+    if requested_gpu_resources(ctx.pod) or uses_claims(ctx.pod):
         return []
     proof: list[str] = []
     for c in containers(ctx.pod):

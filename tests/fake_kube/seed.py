@@ -8,7 +8,7 @@ from pathlib import Path
 
 from handlers.view import ClusterView, ViewError
 
-from .resources import Registry
+from .resources import DRA_GROUP, DRA_VERSIONS, Registry
 from .store import Obj
 
 LogSource = Callable[[str, str, str], str | None]
@@ -23,8 +23,12 @@ def snapshot_objects(path: str | Path,
     from bot.snapshot import load_snapshot
 
     view = load_snapshot(path)
+    registry = registry or Registry()
+    version = _dra_version(view)
+    if version is not None:
+        registry.serve_dra(version)
     objs: list[Obj] = []
-    for rt in (registry or Registry()).storages():
+    for rt in registry.storages():
         if rt.kind not in view.kinds:
             continue
         try:
@@ -37,6 +41,20 @@ def snapshot_objects(path: str | Path,
             objs.append(obj)
     texts = _container_logs(view, (o for o in objs if o["kind"] == "Pod"))
     return objs, lambda ns, pod, container: texts.get((ns, pod, container)), view.now()
+
+
+def _dra_version(view: ClusterView) -> str | None:
+    """The resource.k8s.io version the snapshot's DRA objects were read at."""
+    for kind in ("ResourceClaim", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate"):
+        try:
+            found = view.list(kind)
+        except ViewError:
+            continue
+        for obj in found:
+            group, _, version = str(obj.get("apiVersion") or "").partition("/")
+            if group == DRA_GROUP and version in DRA_VERSIONS:
+                return version
+    return None
 
 
 def _container_logs(view: ClusterView, pods: Iterable[Obj]) -> dict[tuple[str, str, str], str]:

@@ -1,0 +1,100 @@
+"""DRA objects in every resource.k8s.io version, and the CEL selectors drivers use."""
+
+from __future__ import annotations
+
+import pytest
+
+from handlers import cel, dra
+from handlers.dra import Device
+
+A100 = Device("gpu.nvidia.com", "node-1", "gpu-0", "node-1",
+              {"type": "gpu", "productName": "NVIDIA A100-SXM4-40GB", "driverVersion": "570.124.6",
+               "example.com/rack": "r7"},
+              {"memory": 40 * 2**30})
+
+
+@pytest.mark.parametrize(("expr", "want"), [
+    ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+     True),
+    ("device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+     False),
+    ('device.attributes["gpu.nvidia.com"].productName == "NVIDIA H100 80GB HBM3"', False),
+    ('device.attributes["gpu.nvidia.com"].productName.startsWith("NVIDIA A100")', True),
+    ('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("40Gi")) >= 0', True),
+    ('device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("80Gi")) >= 0', False),
+    ('device.attributes["gpu.nvidia.com"].driverVersion.compareTo(semver("550.0.0")) >= 0', True),
+    ('device.attributes["example.com"].rack == "r7"', True),
+    ('device.attributes["gpu.nvidia.com"].missing == "x"', False),  # CEL: no such key
+    ("(device.driver == 'gpu.nvidia.com')", True),
+    # Not evaluated: reported as not checked, never guessed.
+    ("device.driver == 'gpu.nvidia.com' || device.driver == 'x'", None),
+    ('device.attributes["gpu.nvidia.com"].productName in ["a", "b"]', None),
+    ("has(device.attributes['gpu.nvidia.com'].uuid)", None),
+])
+def test_cel(expr: str, want: bool | None) -> None:
+    assert cel.evaluate(expr, A100) is want
+
+
+def test_a_false_part_decides_even_beside_an_unknown_one() -> None:
+    expr = "has(device.attributes['x'].y) && device.driver == 'other'"
+    assert cel.evaluate(expr, A100) is False
+    assert cel.matches([expr, "device.driver == 'gpu.nvidia.com'"], A100) == (False, "")
+    assert cel.matches(["size(device.attributes) > 1"], A100) == (
+        None, "size(device.attributes) > 1")
+
+
+def _claim_spec(version: str) -> dict[str, object]:
+    body = {"deviceClassName": "gpu.nvidia.com", "count": 2,
+            "selectors": [{"cel": {"expression": "device.driver == 'gpu.nvidia.com'"}}]}
+    req = {"name": "gpus", **body} if version == "v1beta1" else {"name": "gpus", "exactly": body}
+    return {"devices": {"requests": [req]}}
+
+
+@pytest.mark.parametrize("version", ["v1beta1", "v1beta2", "v1"])
+def test_claim_requests_in_every_version(version: str) -> None:
+    (req,) = dra.claim_requests(_claim_spec(version))
+    assert (req.name, req.device_class, req.count, req.mode) == (
+        "gpus", "gpu.nvidia.com", 2, "ExactCount")
+    assert req.selectors == ("device.driver == 'gpu.nvidia.com'",)
+
+
+def test_first_available_alternatives() -> None:
+    spec = {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
+        {"name": "big", "deviceClassName": "gpu.nvidia.com", "count": 1},
+        {"name": "small", "deviceClassName": "mig.nvidia.com", "count": 2}]}]}}
+    (req,) = dra.claim_requests(spec)
+    assert [(a.name, a.device_class, a.count) for a in req.alternatives] == [
+        ("gpu/big", "gpu.nvidia.com", 1), ("gpu/small", "mig.nvidia.com", 2)]
+
+
+@pytest.mark.parametrize("basic", [True, False])
+def test_slice_devices_v1beta1_and_later(basic: bool) -> None:
+    body = {"attributes": {"productName": {"string": "NVIDIA L40S"}, "index": {"int": 0}},
+            "capacity": {"memory": {"value": "48Gi"}}}
+    device = {"name": "gpu-0", "basic": body} if basic else {"name": "gpu-0", **body}
+    sl = {"spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1"},
+                   "devices": [device]}}
+    (d,) = dra.slice_devices(sl)
+    assert (d.node, d.name, d.attributes["productName"], d.attributes["index"]) == (
+        "n1", "gpu-0", "NVIDIA L40S", 0)
+    assert d.capacity["memory"] == 48 * 2**30
+
+
+def test_pod_claims_direct_template_and_pre_131_source() -> None:
+    pod = {"spec": {"resourceClaims": [
+        {"name": "a", "resourceClaimName": "shared"},
+        {"name": "b", "resourceClaimTemplateName": "one-gpu"},
+        {"name": "c", "source": {"resourceClaimTemplateName": "old"}}]},
+        "status": {"resourceClaimStatuses": [{"name": "b", "resourceClaimName": "p-b-x1"}]}}
+    assert dra.pod_claims(pod) == [dra.PodClaim("a", "shared", None),
+                                   dra.PodClaim("b", "p-b-x1", "one-gpu"),
+                                   dra.PodClaim("c", None, "old")]
+
+
+def test_class_driver_and_gpu_class() -> None:
+    expr = "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+    dc = {"spec": {"selectors": [{"cel": {"expression": expr}}]}}
+    assert dra.class_driver(dc) == "gpu.nvidia.com"
+    assert dra.is_gpu_class(dc, "anything")
+    assert not dra.is_gpu_class({"spec": {"selectors": [{"cel": {"expression":
+                                 "device.driver == 'dra.net'"}}]}}, "rdma")
