@@ -2,6 +2,7 @@
 
 - SCHEDULER_NOT_FOUND: ``spec.schedulerName`` names a scheduler no running pod serves.
 - GANG_INCOMPLETE: a Volcano PodGroup cannot place ``minMember`` pods.
+- QUEUE_QUOTA_EXHAUSTED: a Volcano Queue is closed or full (``handlers.pending.volcano``).
 - QUEUE_QUOTA_EXHAUSTED: a Kueue Workload is not admitted (``handlers.pending.kueue``).
 - PREEMPTION_BLOCKED: the GPUs the pod needs are held by pods it may not preempt (higher
   priority), or its own ``preemptionPolicy: Never`` keeps it from evicting lower ones.
@@ -21,7 +22,7 @@ from handlers.gpu import labels, name_of, ns_of
 from handlers.kube.quantity import fmt_quantity
 from handlers.kube.resources import pod_requests
 from handlers.model import Finding, ObjectRef, Severity
-from handlers.pending import kueue
+from handlers.pending import kueue, volcano
 from handlers.pending.context import PendingContext, main_gpu_request
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.scheduler.messages import parse_scheduling_message
@@ -117,7 +118,7 @@ def _pod_state(p: Obj) -> str:
 
 # ------------------------------------------------------------------------ gang
 def check_gang(ctx: PendingContext) -> list[Finding]:
-    return _volcano(ctx) + kueue.check(ctx)
+    return _volcano(ctx) + volcano.check(ctx) + kueue.check(ctx)
 
 
 def _volcano(ctx: PendingContext) -> list[Finding]:
@@ -137,6 +138,8 @@ def _volcano(ctx: PendingContext) -> list[Finding]:
                if c.get("type") == "Unschedulable" and c.get("status") == "True"]
     pg_events = [e for e in ctx.reader.events("PodGroup", group, ctx.namespace)
                  if e.get("reason") == "Unschedulable"]
+    if any(volcano.is_queue_refusal(str(x.get("message", ""))) for x in unsched + pg_events):
+        return []  # the queue holds it back, not the gang: volcano.check says why
     members = [p for p in ctx.reader.list("Pod", ctx.namespace)
                if any(((p.get("metadata") or {}).get("annotations") or {}).get(a) == group
                       for a in VOLCANO_GROUP_ANNOTATIONS)]
