@@ -74,3 +74,20 @@ def pod_label(obj: Obj) -> tuple[str, str] | None:
         cluster = (obj.get("status") or {}).get("rayClusterName")
         return ("ray.io/cluster", str(cluster)) if cluster else None
     return None
+
+
+def pod_count(obj: Obj) -> int:
+    """How many pods the job runs when released."""
+    spec = _spec(obj)
+    kind = obj.get("kind")
+    if kind == "JobSet":
+        return sum(int(rj.get("replicas") or 1) * int(
+            ((rj.get("template") or {}).get("spec") or {}).get("parallelism") or 1)
+            for rj in spec.get("replicatedJobs") or [])
+    if kind == "PyTorchJob":
+        return sum(int((r or {}).get("replicas") or 1)
+                   for r in (spec.get("pytorchReplicaSpecs") or {}).values())
+    if kind == "RayJob":
+        groups = (spec.get("rayClusterSpec") or {}).get("workerGroupSpecs") or []
+        return 1 + sum(int(g.get("replicas") or 0) for g in groups)
+    return 1

@@ -34,11 +34,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from handlers import why_pending
+from handlers import batchjobs, why_pending
 from handlers.errors import GpubotError
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.resources import pod_requests
 from handlers.model import Diagnosis, Finding, Severity
+from handlers.queues import queue_rows
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import ACTIVE_PODS, Obj, Reader
 
@@ -250,6 +251,20 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
         w.controller, w.active, w.template, w.queue = job, active, template, str(queue)
         w.not_created = missing
         w.created = str(job.get("metadata", {}).get("creationTimestamp") or "")
+    for kind in batchjobs.KINDS:  # JobSet, RayJob, PyTorchJob held by Kueue
+        for obj in reader.list(kind, namespace):
+            queue = (obj.get("metadata", {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+            if not queue or not batchjobs.suspended(obj):
+                continue
+            obj.setdefault("kind", kind)
+            ns = ns_of(obj)
+            template = why_pending.template_pod(obj, ns)
+            if not gpu_requests(template):
+                continue
+            w = groups.setdefault((ns, kind, name_of(obj)), PendingWorkload(kind, name_of(obj), ns))
+            w.controller, w.template, w.queue = obj, template, str(queue)
+            w.not_created = batchjobs.pod_count(obj)
+            w.created = str(obj.get("metadata", {}).get("creationTimestamp") or "")
     return list(groups.values())
 
 
@@ -346,6 +361,7 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
     diag.details["limit"] = limit
     diag.details["namespace"] = namespace
     diag.details["causes"] = _cause_summary(rows)
+    diag.details["queues"] = queue_rows(reader, namespace)
     where = f"namespace {namespace}" if namespace else "any namespace"
     if workloads or not all(reader.readable(k) for k in ("Pod", "Event", "Job")):
         # Pending workloads are never "all clear", even when every cause is only info; and

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from handlers import cel, dra
+from bot.live import open_live_view
+from bot.snapshot import load_snapshot
+from handlers import cel, dra, nodes, why_pending
 from handlers.dra import Device
+from handlers.view import Reader, ViewError
+from tests.fake_kube import FakeKube
+
+SCENARIOS = Path(__file__).parent / "scenarios"
 
 A100 = Device("gpu.nvidia.com", "node-1", "gpu-0", "node-1",
               {"type": "gpu", "productName": "NVIDIA A100-SXM4-40GB", "driverVersion": "570.124.6",
@@ -98,3 +106,40 @@ def test_class_driver_and_gpu_class() -> None:
     assert dra.is_gpu_class(dc, "anything")
     assert not dra.is_gpu_class({"spec": {"selectors": [{"cel": {"expression":
                                  "device.driver == 'dra.net'"}}]}}, "rdma")
+
+
+def test_nodes_counts_dra_devices_in_snapshot_and_live_alike(tmp_path: Path) -> None:
+    snapshot = SCENARIOS / "dra-all-devices-allocated" / "cluster.yaml"
+    snap = nodes.run(Reader(load_snapshot(snapshot)))
+    with FakeKube(snapshot) as fk:
+        view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kubeconfig")), timeout=5)
+        live = nodes.run(Reader(view))
+        served = [t.version for t in fk.registry.types if t.group == "resource.k8s.io"]
+    assert served == ["v1"] * 4  # the version the snapshot's objects carry (Kubernetes 1.34)
+    rows = {r["node"]: r["dra"] for r in snap.details["rows"]}
+    assert rows == {"gpu-node-1": {"published": 2, "allocated": 2, "free": 0}}
+    assert live.details["rows"] == snap.details["rows"]
+    assert snap.details["totals"]["dra"] == {"published": 2, "allocated": 2, "free": 0}
+
+
+def test_dra_read_at_the_version_the_cluster_serves(tmp_path: Path) -> None:
+    snapshot = SCENARIOS / "dra-no-device-matches-selector" / "cluster.yaml"  # v1beta1
+    with FakeKube(snapshot) as fk:
+        view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kubeconfig")), timeout=5)
+        slices = view.list("ResourceSlice")
+        assert {s["apiVersion"] for s in slices} == {"resource.k8s.io/v1beta1"}
+        assert len(slices) == 2
+
+
+def test_dra_not_served_is_not_checked(tmp_path: Path) -> None:
+    snapshot = SCENARIOS / "dra-all-devices-allocated" / "cluster.yaml"
+    kinds = ["DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"]
+    with FakeKube(snapshot, absent_kinds=kinds) as fk:
+        view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kubeconfig")), timeout=5)
+        with pytest.raises(ViewError, match=r"serves none of resource\.k8s\.io"):
+            view.list("ResourceClaim")
+        reader = Reader(view)
+        d = why_pending.run(reader, "team-vision/sam2-eval-0")
+    assert "RESOURCE_CLAIM_UNSATISFIED" not in d.codes
+    assert "GPU_NOT_REQUESTED" not in d.codes
+    assert any("resource.k8s.io" in u for u in d.unchecked)

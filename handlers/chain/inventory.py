@@ -16,6 +16,7 @@ from typing import Any
 
 from handlers.gpu import (
     DEVICE_PLUGIN_APPS,
+    DRA_COMPONENT_LABELS,
     is_device_plugin_pod,
     is_operator_controller,
     name_of,
@@ -28,8 +29,9 @@ from handlers.view import Reader
 Obj = dict[str, Any]
 
 _TERMINAL = ("Succeeded", "Failed")
-PLUGIN_SELECTORS = tuple(f"{key} in ({','.join(DEVICE_PLUGIN_APPS)})"
-                         for key in ("app", "app.kubernetes.io/name"))
+PLUGIN_SELECTORS = (*(f"{key} in ({','.join(DEVICE_PLUGIN_APPS)})"
+                       for key in ("app", "app.kubernetes.io/name")),
+                    f"{DRA_COMPONENT_LABELS[0]}=kubelet-plugin")
 # Read pods node by node when the nodes that matter are at most 1/SCOPE_FRACTION of all
 # nodes; otherwise one list of every pod is cheaper.
 SCOPE_FRACTION = 4

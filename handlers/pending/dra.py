@@ -32,6 +32,7 @@ from handlers.view import Obj
 
 CODE = "RESOURCE_CLAIM_UNSATISFIED"
 PLUGIN_WORDS = ("kubelet-plugin", "kubeletplugin")
+IN_FLIGHT = "is in the process of being allocated"
 
 
 @dataclass
@@ -55,6 +56,15 @@ def check(ctx: PendingContext) -> list[Finding]:
         ev = v.evidence + [x for x in sched_lines if x not in v.evidence]
         out.append(Finding(
             CODE, v.severity, v.reason, tuple([_ref(ctx), *v.objects]), tuple(ev), v.fix))
+    if not out and any(IN_FLIGHT in line for line in sched_lines):
+        # The scheduler is allocating the claim for another pod right now: transient.
+        out.append(Finding(
+            CODE, Severity.INFO,
+            "The scheduler was allocating one of the pod's claims when it last tried; the "
+            "devices it needs are there and the next attempt should place the pod.",
+            (_ref(ctx),), tuple(sched_lines),
+            f"Wait a few seconds; if it stays Pending: kubectl -n {ctx.namespace} get "
+            "resourceclaims -o wide"))
     return out
 
 
@@ -226,6 +236,9 @@ def _one_request(ctx: PendingContext, req: Request, called: str,
           f"{len({d.node for d in published})} node(s); matching on nodes the pod can use: "
           f"{len(matching)}"]
     if not any(len(v) >= need for v in per_node.values()):
+        if per_node:
+            top = max(per_node.items(), key=lambda kv: len(kv[1]))
+            ev.append(f"most matching devices on one node: {len(top[1])} on {top[0]}")
         return _Verdict(
             f"No node has {need} device(s) matching {called} request {req.name!r} "
             f"(class {req.device_class}"
