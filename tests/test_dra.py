@@ -143,3 +143,37 @@ def test_dra_not_served_is_not_checked(tmp_path: Path) -> None:
     assert "RESOURCE_CLAIM_UNSATISFIED" not in d.codes
     assert "GPU_NOT_REQUESTED" not in d.codes
     assert any("resource.k8s.io" in u for u in d.unchecked)
+
+
+def test_watch_cache_lists_dra_at_the_served_version(tmp_path: Path) -> None:
+    snapshot = SCENARIOS / "dra-no-device-matches-selector" / "cluster.yaml"  # v1beta1 only
+    with FakeKube(snapshot) as fk:
+        view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kubeconfig")), timeout=5)
+        cache = view.watch(("ResourceSlice", "ResourceClaim"), backoff=0.02)
+        try:
+            assert cache.wait_synced(10)
+            assert cache.serves("ResourceSlice", None)
+            before = view.stats["requests"]
+            slices = view.list("ResourceSlice")
+            assert view.stats["requests"] == before  # answered by the cache
+            assert {s["apiVersion"] for s in slices} == {"resource.k8s.io/v1beta1"}
+            assert len(slices) == 2
+        finally:
+            cache.stop()
+            view.close()
+
+
+def test_watch_cache_does_not_answer_for_an_unserved_dra_group(tmp_path: Path) -> None:
+    snapshot = SCENARIOS / "dra-all-devices-allocated" / "cluster.yaml"
+    kinds = ["DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate"]
+    with FakeKube(snapshot, absent_kinds=kinds) as fk:
+        view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kubeconfig")), timeout=5)
+        cache = view.watch(("ResourceSlice",), backoff=0.02)
+        try:
+            assert cache.wait_synced(10)
+            assert not cache.serves("ResourceSlice", None)
+            with pytest.raises(ViewError):
+                view.list("ResourceSlice")
+        finally:
+            cache.stop()
+            view.close()

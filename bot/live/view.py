@@ -316,6 +316,8 @@ class LiveView:
         group). A required group that serves none of them is a ``ViewError``."""
         if not info.older and not info.required:
             return info
+        if self._warm(info.kind, None) is not None:
+            return info  # the watch cache found the served version itself
         with self._lock:
             known = self._group_versions.get(info.group)
         if known is None:

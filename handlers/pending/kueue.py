@@ -57,13 +57,23 @@ def check(ctx: PendingContext) -> list[Finding]:
         if kueue.is_admitted(wl) or kueue.is_finished(wl):
             continue
         out.append(_diagnose(ctx, wl, kueue.queue_name(wl) or queue or ""))
-    if not wls and queue:
-        # No Workload (yet): the queue itself may be why (Kueue makes none for a job whose
-        # LocalQueue is missing when manageJobsWithoutQueueName is off... and says so).
-        missing = _queue_reasons(ctx, queue)[0]
-        if missing:
-            out.append(_finding(ctx, None, queue, missing, None, 0, []))
+    if not wls and queue and _held(ctx):
+        # Kueue holds it but no Workload was found (not made yet, or not in the data): the
+        # queue objects may still say why; else say that Kueue holds it, not "all clear".
+        reasons, cq = _queue_reasons(ctx, queue)
+        ev = [f"no Workload found for it in {ctx.namespace}"
+              + ("" if ctx.reader.readable("Workload") else " (Workloads could not be read)")]
+        out.append(_finding(ctx, None, queue, reasons, cq, 0, [], ev))
     return out
+
+
+def _held(ctx: PendingContext) -> bool:
+    """Kueue keeps the target from running: its job is suspended or its pod gated."""
+    ctrl = ctx.controller
+    if ctrl is not None and ((ctrl.get("spec") or {}).get("suspend") or suspended(ctrl)):
+        return True
+    gates = (ctx.pod.get("spec") or {}).get("schedulingGates") or []
+    return any(str(g.get("name", "")).startswith("kueue.x-k8s.io/") for g in gates)
 
 
 def _queue_reasons(ctx: PendingContext, queue: str) -> tuple[list[Reason], Obj | None]:
@@ -204,8 +214,9 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
         severity = Severity.WARNING
         summary = (f"Kueue has not admitted workload {wl_name} from queue {queue} and has "
                    "not said why yet.")
-        fix = (f"kubectl -n {ns} describe workload {name_of(wl) if wl else ''}; "
-               f"kubectl get clusterqueue {cq_name or '<its ClusterQueue>'} -o yaml")
+        look = (f"kubectl -n {ns} describe workload {name_of(wl)}" if wl is not None else
+                f"kubectl -n {ns} get workloads -o wide  # find its Workload, then describe it")
+        fix = f"{look}; kubectl get clusterqueue {cq_name or '<its ClusterQueue>'} -o yaml"
     else:
         summary, fix = _say(top, wl_name, queue, cq_name, ns, preempting, fix_quota)
     return Finding(CODE, severity, summary, tuple(objs), tuple(ev), fix)
