@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from bot.slack.blocks import Renderer, validate
 from bot.snapshot import load_snapshot
 from handlers import pending_all, quota
 from handlers.view import Reader
@@ -43,3 +45,14 @@ def test_no_queue_section_without_queues() -> None:
     d = quota.run(_reader("dra-all-devices-allocated"))
     assert d.details["queues"] == []
     assert not any("Queue" in u for u in d.unchecked)
+
+
+def test_slack_quota_message_lists_the_queues() -> None:
+    d = quota.run(_reader("volcano-queue-capability-used"))
+    out = Renderer().render(d, argv=["quota"], source="snapshot", requester="U0USER1")
+    texts = []
+    for m in out.messages:
+        validate(m.blocks)
+        texts += [json.dumps(b) for b in m.blocks]
+    assert any("*Queues*" in t and "volcano ml nvidia.com/gpu: 8 used of 8 (capability)" in t
+               for t in texts)
