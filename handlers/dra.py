@@ -219,3 +219,14 @@ def node_counts(reader: Reader) -> dict[str, dict[str, int]]:
         row["published"] += 1
         row["allocated" if d.key in taken else "free"] += 1
     return out
+
+
+def node_products(reader: Reader) -> dict[str, str]:
+    """Node -> the productName its DRA GPU devices publish (the first one seen)."""
+    out: dict[str, str] = {}
+    for d in devices(reader):
+        if d.node and is_gpu_driver(d.driver) and d.node not in out:
+            name = d.attributes.get("productName") or d.attributes.get(f"{d.driver}/productName")
+            if name:
+                out[d.node] = str(name)
+    return out

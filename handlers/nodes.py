@@ -108,6 +108,7 @@ def run(reader: Reader) -> Diagnosis:
             pending[_pending_product(p)] += gpus
 
     dra_counts = _dra_counts(reader, nodes)
+    dra_products = dra.node_products(reader) if dra_counts else {}
     rows: list[NodeRow] = []
     models: dict[str, ModelRow] = {}
     for n in sorted(nodes, key=name_of):
@@ -119,7 +120,9 @@ def run(reader: Reader) -> Diagnosis:
         taints = [_taint_text(t) for t in n.get("spec", {}).get("taints") or []
                   if t.get("key") not in LIFECYCLE_TAINT_KEYS]
         row = NodeRow(
-            node=name, product=gpu_product(n), capacity=cap.get(GPU_RESOURCE, 0.0),
+            node=name, capacity=cap.get(GPU_RESOURCE, 0.0),
+            product=(gpu_product(n) if gpu_product(n) != "unknown"
+                     else dra_products.get(name, "unknown")),
             allocatable=alloc.get(GPU_RESOURCE, 0.0), allocated=allocated.get(name, 0.0),
             free=max(alloc.get(GPU_RESOURCE, 0.0) - allocated.get(name, 0.0), 0.0),
             ready=_ready(n), cordoned=bool(n.get("spec", {}).get("unschedulable")),

@@ -47,8 +47,8 @@ def _ref(ctx: PendingContext) -> ObjectRef:
 def check(ctx: PendingContext) -> list[Finding]:
     queue = kueue.queue_name(ctx.pod) or (
         kueue.queue_name(ctx.controller) if ctx.controller is not None else None)
-    if not queue and not ctx.reader.list("Workload", ctx.namespace):
-        return []
+    if not queue and not _held(ctx):
+        return []  # not Kueue's (a job Kueue manages without the label is still suspended)
     wls = kueue.workloads_for(ctx.reader, ctx.namespace, _owners(ctx))
     if not wls and not queue:
         return []
