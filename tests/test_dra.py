@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from bot.live import open_live_view
 from bot.snapshot import load_snapshot
@@ -177,3 +178,22 @@ def test_watch_cache_does_not_answer_for_an_unserved_dra_group(tmp_path: Path) -
         finally:
             cache.stop()
             view.close()
+
+
+def test_claim_being_allocated_is_transient(tmp_path: Path) -> None:
+    docs = list(yaml.safe_load_all(
+        (SCENARIOS / "dra-all-devices-allocated" / "cluster.yaml").read_text()))
+    for o in docs[0]["items"]:
+        if o["kind"] == "ResourceClaim":
+            o["status"].pop("allocation", None)  # the devices are free again
+        if o["kind"] == "Event":
+            o["message"] = ("0/2 nodes are available: resource claim "
+                            "team-vision/sam2-eval-0-gpu-7zz9k is in the process of being "
+                            "allocated.")
+    path = tmp_path / "cluster.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    d = why_pending.run(Reader(load_snapshot(path)), "team-vision/sam2-eval-0")
+    (f,) = [f for f in d.findings if f.code == "RESOURCE_CLAIM_UNSATISFIED"]
+    assert str(f.severity) == "info"
+    assert any("is in the process of being allocated" in e for e in f.evidence)
+    assert "GPU_NOT_REQUESTED" not in d.codes
