@@ -184,7 +184,7 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
             ev.append(f"reason: {r.text}")
     if preempting:
         ev.append(f"Kueue is preempting {preempting} workload(s) to make room")
-    quota_lines, fix_quota = _quota_detail(ctx, wl, cq, reasons)
+    quota_lines, fix_quota, holders = _quota_detail(ctx, wl, cq, reasons)
     ev += quota_lines
     for c in checks:
         if c:
@@ -218,16 +218,17 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
                 f"kubectl -n {ns} get workloads -o wide  # find its Workload, then describe it")
         fix = f"{look}; kubectl get clusterqueue {cq_name or '<its ClusterQueue>'} -o yaml"
     else:
-        summary, fix = _say(top, wl_name, queue, cq_name, ns, preempting, fix_quota)
+        summary, fix = _say(top, wl_name, queue, cq_name, ns, preempting, fix_quota,
+                            holders)
     return Finding(CODE, severity, summary, tuple(objs), tuple(ev), fix)
 
 
 def _quota_detail(ctx: PendingContext, wl: Obj | None, cq: Obj | None,
-                  reasons: list[Reason]) -> tuple[list[str], str]:
-    """Usage lines of the (flavor, resource) Kueue named, its holders, the cohort; and the
-    quota change that would admit the workload."""
+                  reasons: list[Reason]) -> tuple[list[str], str, list[str]]:
+    """Usage lines of the (flavor, resource) Kueue named, its holders, the cohort; the
+    quota change that would admit the workload; the workloads holding the quota."""
     if cq is None:
-        return [], ""
+        return [], "", []
     lines: list[str] = []
     holders: list[str] = []
     fix = ""
@@ -277,9 +278,7 @@ def _quota_detail(ctx: PendingContext, wl: Obj | None, cq: Obj | None,
                        else max(q.used, q.nominal) + more)
                 fix = (f"raise nominalQuota of {r.resource} in flavor {r.flavor} from "
                        f"{fmt_quantity(q.nominal)} to {fmt_quantity(new)}")
-    if holders:
-        fix = f"holders: {', '.join(holders)}|{fix}"
-    return lines, fix
+    return lines, fix, holders
 
 
 def _cohort_lines(ctx: PendingContext, cq: Obj, cohort: str,
@@ -297,11 +296,8 @@ def _cohort_lines(ctx: PendingContext, cq: Obj, cohort: str,
 
 
 def _say(r: Reason, wl: str, queue: str, cq: str, ns: str, preempting: int,
-         fix_quota: str) -> tuple[str, str]:
+         fix_quota: str, holders: list[str]) -> tuple[str, str]:
     cq_ref = cq or "<its ClusterQueue>"
-    holders = ""
-    if fix_quota.startswith("holders: "):
-        holders, fix_quota = fix_quota[len("holders: "):].split("|", 1)
     patch = (f"kubectl edit clusterqueue {cq_ref}  # {fix_quota}" if fix_quota else
              f"kubectl edit clusterqueue {cq_ref}")
     if r.kind == kueue.QUEUE_MISSING:
@@ -353,6 +349,6 @@ def _say(r: Reason, wl: str, queue: str, cq: str, ns: str, preempting: int,
     return (f"Kueue keeps workload {wl} waiting: ClusterQueue {cq_ref} has {where} for "
             f"{r.resource} in flavor {r.flavor} used up ({r.quantity} more needed).",
             f"{wait}Wait for the workloads holding the quota to finish "
-            f"({holders or 'kubectl get workloads -A'}), "
+            f"({', '.join(holders) or 'kubectl get workloads -A'}), "
             f"or {patch}, or give the job a higher WorkloadPriorityClass if the ClusterQueue "
             "preempts (spec.preemption.withinClusterQueue: LowerPriority)")
