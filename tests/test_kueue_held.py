@@ -56,3 +56,12 @@ def test_cluster_queue_missing(tmp_path: Path) -> None:
     assert f.summary.startswith("Kueue cannot admit workload job-llama-lora-2614a: "
                                 "ClusterQueue gone-cq does not exist")
     assert "localqueue team-a-gpu" in f.fix
+
+
+def test_untolerated_flavor_shows_the_flavor_and_the_toleration() -> None:
+    path = SNAPSHOT.parents[1] / "kueue-no-flavor-fits-taint" / "cluster.yaml"
+    d = why_pending.run(Reader(load_snapshot(path)), "job/llama-eval", "research")
+    (f,) = [f for f in d.findings if f.code == "QUEUE_QUOTA_EXHAUSTED"]
+    assert ("ResourceFlavor h100-80gb: nodeLabels cloud.google.com/gke-accelerator="
+            "nvidia-h100-80gb; nodeTaints nvidia.com/gpu=present:NoSchedule") in f.evidence
+    assert "tolerations:\n- key: nvidia.com/gpu\n  operator: Exists\n  effect: NoSchedule" in f.fix

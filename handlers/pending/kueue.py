@@ -186,6 +186,9 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
         ev.append(f"Kueue is preempting {preempting} workload(s) to make room")
     quota_lines, fix_quota, holders = _quota_detail(ctx, wl, cq, reasons)
     ev += quota_lines
+    flavor_lines, fix_flavor = _flavor_detail(ctx, reasons)
+    ev += flavor_lines
+    fix_quota = fix_quota or fix_flavor
     for c in checks:
         if c:
             ev.append(f"admission check {c.get('name')}: {c.get('state')}"
@@ -281,6 +284,32 @@ def _quota_detail(ctx: PendingContext, wl: Obj | None, cq: Obj | None,
     return lines, fix, holders
 
 
+def _flavor_detail(ctx: PendingContext, reasons: list[Reason]) -> tuple[list[str], str]:
+    """What the ResourceFlavors Kueue named demand of the pod (labels, taints), and the
+    toleration that would let an untolerated flavor fit."""
+    lines: list[str] = []
+    fix = ""
+    for r in reasons:
+        if r.kind != kueue.NO_FLAVOR or not r.flavor:
+            continue
+        rf = ctx.reader.get("ResourceFlavor", r.flavor)
+        if rf is None:
+            if ctx.reader.readable("ResourceFlavor"):
+                lines.append(f"ResourceFlavor {r.flavor}: not found")
+            continue
+        spec = rf.get("spec") or {}
+        labels_ = ", ".join(f"{k}={v}" for k, v in (spec.get("nodeLabels") or {}).items())
+        taints = [f"{t.get('key')}" + (f"={t.get('value')}" if t.get("value") else "")
+                  + f":{t.get('effect')}" for t in spec.get("nodeTaints") or []]
+        lines.append(f"ResourceFlavor {r.flavor}: nodeLabels {labels_ or '(none)'}; "
+                     f"nodeTaints {', '.join(taints) or '(none)'}")
+        if "untolerated taint" in r.text and spec.get("nodeTaints") and not fix:
+            t = (spec.get("nodeTaints") or [])[0]
+            fix = ("Add to the pod template (spec.template.spec):\ntolerations:\n"
+                   f"- key: {t.get('key')}\n  operator: Exists\n  effect: {t.get('effect')}")
+    return lines, fix
+
+
 def _cohort_lines(ctx: PendingContext, cq: Obj, cohort: str,
                   key: tuple[str, str]) -> list[str]:
     lines = []
@@ -330,6 +359,9 @@ def _say(r: Reason, wl: str, queue: str, cq: str, ns: str, preempting: int,
                 "names as missing (kubectl get resourceflavors,admissionchecks)")
     if r.kind == kueue.NO_FLAVOR:
         what = f"resource {r.resource}" if r.resource else f"flavor {r.flavor}"
+        if fix_quota.startswith("Add to the pod template"):
+            return (f"No flavor of ClusterQueue {cq_ref} fits workload {wl}: {r.text}.",
+                    fix_quota)
         return (f"No flavor of ClusterQueue {cq_ref} fits workload {wl}: {r.text}.",
                 f"Give ClusterQueue {cq_ref} a flavor that offers the request ({what}): "
                 f"kubectl edit clusterqueue {cq_ref}; or make the pod tolerate/select what "
