@@ -230,3 +230,23 @@ def node_products(reader: Reader) -> dict[str, str]:
             if name:
                 out[d.node] = str(name)
     return out
+
+
+def gpu_devices_asked(reader: Reader, pod: Obj) -> dict[str, float]:
+    """DeviceClass -> how many devices the pod's claims ask of GPU classes (``All``
+    counts as 1); empty when the claims ask none or cannot be read."""
+    out: dict[str, float] = {}
+    ns = ns_of(pod)
+    for pc in pod_claims(pod):
+        spec = None
+        claim = reader.get("ResourceClaim", pc.claim, ns) if pc.claim else None
+        if claim is not None:
+            spec = claim.get("spec") or {}
+        elif pc.template:
+            tmpl = reader.get("ResourceClaimTemplate", pc.template, ns)
+            spec = ((tmpl.get("spec") or {}).get("spec") or {}) if tmpl is not None else None
+        for r in claim_requests(spec or {}):
+            if is_gpu_class(reader.get("DeviceClass", r.device_class), r.device_class):
+                out[r.device_class] = out.get(r.device_class, 0.0) + (
+                    r.count if r.mode != "All" else 1)
+    return out

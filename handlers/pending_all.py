@@ -35,6 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from handlers import batchjobs, why_pending
+from handlers.dra import gpu_devices_asked, uses_claims
 from handlers.errors import GpubotError
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.resources import pod_requests
@@ -67,6 +68,7 @@ class PendingWorkload:
     template: Obj | None = None  # the controller's pod template as a pod, when not_created
     queue: str | None = None  # Kueue LocalQueue of a suspended Job
     created: str = ""  # the controller's creationTimestamp (when nothing else dates the wait)
+    dra: dict[str, float] = field(default_factory=dict)  # "<DeviceClass> (DRA)" -> devices
 
     @property
     def workload(self) -> str:
@@ -81,6 +83,7 @@ class PendingWorkload:
         out: dict[str, float] = {}
         for p in self.pods:
             _add(out, gpu_requests(p))
+        _add(out, self.dra)
         if self.not_created and self.template is not None:
             _add(out, {k: v * self.not_created for k, v in gpu_requests(self.template).items()})
         return dict(sorted(out.items()))
@@ -103,13 +106,16 @@ def gpu_requests(pod: Obj) -> dict[str, float]:
     return {k: v for k, v in pod_requests(pod).items() if is_gpu_resource(k) and v > 0}
 
 
-def is_pending_gpu_pod(pod: Obj) -> bool:
-    """Pending, not bound to a node, not being deleted, and asking for a GPU resource."""
+def _waiting_unbound(pod: Obj) -> bool:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     return ((pod.get("status") or {}).get("phase", "Pending") == "Pending"
-            and not spec.get("nodeName") and not meta.get("deletionTimestamp")
-            and bool(gpu_requests(pod)))
+            and not spec.get("nodeName") and not meta.get("deletionTimestamp"))
+
+
+def is_pending_gpu_pod(pod: Obj) -> bool:
+    """Pending, not bound to a node, not being deleted, and asking for a GPU resource."""
+    return _waiting_unbound(pod) and bool(gpu_requests(pod))
 
 
 def _add(into: dict[str, float], other: dict[str, float]) -> None:
@@ -190,14 +196,21 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
     scope = _Scope(reader, namespace)
     groups: dict[tuple[str, str, str], PendingWorkload] = {}
     for pod in scope.pods:
+        asked: dict[str, float] = {}
         if not is_pending_gpu_pod(pod):
-            continue
+            # A DRA pod asks its GPUs through claims for a GPU DeviceClass.
+            if not (_waiting_unbound(pod) and uses_claims(pod)):
+                continue
+            asked = gpu_devices_asked(reader, pod)
+            if not asked:
+                continue
         ns = ns_of(pod)
         owner = scope.top_owner(pod, ns) or ("Pod", name_of(pod))
         key = (ns, *owner)
         if key not in groups:
             groups[key] = PendingWorkload(owner[0], owner[1], ns)
         groups[key].pods.append(pod)
+        _add(groups[key].dra, {f"{cls} (DRA)": n for cls, n in asked.items()})
 
     if not reader.readable("Pod"):
         return list(groups.values())  # without pods, no controller can be called short
