@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 import yaml
 
 from bot.live import open_live_view
+from bot.slack.blocks import Renderer, validate
 from bot.snapshot import load_snapshot
 from handlers import cel, dra, nodes, why_pending
 from handlers.dra import Device
@@ -121,6 +123,12 @@ def test_nodes_counts_dra_devices_in_snapshot_and_live_alike(tmp_path: Path) -> 
     assert rows == {"gpu-node-1": {"published": 2, "allocated": 2, "free": 0}}
     assert live.details["rows"] == snap.details["rows"]
     assert snap.details["totals"]["dra"] == {"published": 2, "allocated": 2, "free": 0}
+    out = Renderer().render(snap, argv=["nodes"], source="snapshot", requester="U0USER1")
+    blocks = []
+    for m in out.messages:
+        validate(m.blocks)
+        blocks += [json.dumps(b) for b in m.blocks]
+    assert any("DRA GPUs 2/2/0 published/allocated/free" in b for b in blocks)
 
 
 def test_dra_read_at_the_version_the_cluster_serves(tmp_path: Path) -> None:
