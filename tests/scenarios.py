@@ -24,7 +24,7 @@ class Scenario:
     expect: list[str] = field(default_factory=list)
     forbid: list[str] = field(default_factory=list)
     first: str | None = None
-    root: str | None = None  # the deepest root-cause code (optional; not asserted yet)
+    root: str | None = None  # the deepest root-cause code (optional; not checked yet)
     raw: dict[str, Any] = field(default_factory=dict)
 
 

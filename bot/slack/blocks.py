@@ -20,7 +20,6 @@ attaches the full report as a file.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,11 +30,9 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from bot.resources import TEMPLATE_DIR
 from bot.slack.mrkdwn import code_raw, escape, pre_raw
 from handlers.model import Diagnosis, Finding, Severity
-
-TEMPLATE_DIR = Path(os.environ.get("GPUBOT_TEMPLATES", Path(__file__).resolve().parents[2]
-                                   / "templates"))
 
 # Block Kit limits (https://api.slack.com/reference/block-kit/blocks), as slack_sdk checks them.
 MAX_BLOCKS = 50

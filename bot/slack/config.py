@@ -59,6 +59,7 @@ ENV = {
     "dedupe_ttl": "GPUBOT_DEDUPE_TTL",
     "coalesce_ttl": "GPUBOT_COALESCE_TTL",
     "log_level": "GPUBOT_LOG_LEVEL",
+    "log_format": "GPUBOT_LOG_FORMAT",
 }
 
 MODES = ("socket", "http")
@@ -91,11 +92,15 @@ class Settings:
     dedupe_ttl: float = 600.0
     coalesce_ttl: float = 5.0  # identical cluster reads within this share one request
     log_level: str = "INFO"
+    log_format: str = "text"  # or json: one JSON object per line, for log collectors
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
 
     def validate(self) -> Settings:
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"log_format must be text or json, not {self.log_format!r} "
+                              f"({ENV['log_format']})")
         if self.mode not in MODES:
             raise ConfigError(f"mode must be socket or http, not {self.mode!r} "
                               f"({ENV['mode']}, --mode)")
