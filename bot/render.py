@@ -6,6 +6,7 @@ One template per command (``<command>.txt.j2``), sharing ``_macros.txt.j2``.
 from __future__ import annotations
 
 import json
+import os
 from functools import cache
 from typing import Any
 
@@ -13,6 +14,8 @@ import jinja2
 import yaml
 
 from bot.resources import TEMPLATE_DIR
+from bot.runbook import ENV as RUNBOOK_ENV
+from bot.runbook import runbook_url
 from handlers.model import Diagnosis, Severity
 
 # The -o json/yaml contract's version: bumped when a field changes meaning or goes away
@@ -41,6 +44,7 @@ def _env(color: bool) -> jinja2.Environment:
     def num(v: Any) -> str:
         return f"{float(v):g}" if isinstance(v, int | float) else str(v)
 
+    env.globals["runbook"] = lambda code: runbook_url(str(code), os.environ.get(RUNBOOK_ENV))
     env.filters["paint"] = paint
     env.filters["num"] = num
     env.filters["indent_block"] = lambda s, n=4: "\n".join(

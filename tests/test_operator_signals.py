@@ -64,16 +64,18 @@ def test_kube_api_requests_retries_and_the_watch_cache(tmp_path: Path) -> None:
             retries = samples(text, "gpubot_kube_api_retries_total")
             assert retries == {'{reason="429",verb="list"}': 1.0,
                                '{reason="503",verb="list"}': 1.0}
-            assert not samples(text, "gpubot_watch_cache_objects")  # no cache yet
+            assert not samples(text, "gpubot_cache_objects")  # no cache yet
 
             cache = live.watch(("Node", "Pod"))
             assert cache.wait_synced(10)
             text = metrics.render().decode()
-            objects = samples(text, "gpubot_watch_cache_objects")
+            objects = samples(text, "gpubot_cache_objects")
             assert objects['{kind="Node"}'] == len(nodes)
             assert objects['{kind="Pod"}'] > 0
-            assert samples(text, "gpubot_watch_cache_synced") == {'{kind="Node"}': 1.0,
+            assert samples(text, "gpubot_cache_synced") == {'{kind="Node"}': 1.0,
                                                                   '{kind="Pod"}': 1.0}
+            assert samples(text, "gpubot_cache_relists_total") == {'{kind="Node"}': 1.0,
+                                                                   '{kind="Pod"}': 1.0}
             # The cache's own requests (a list per kind) count too.
             after = samples(text, "gpubot_kube_api_requests_total")
             assert after['{code="200",verb="list"}'] >= requests['{code="200",verb="list"}'] + 2

@@ -140,7 +140,7 @@ class SlackBot:
         self.view = view
         self.metrics = metrics or Metrics()
         self.client = client or make_client(settings, self.metrics)
-        self.renderer = renderer or Renderer()
+        self.renderer = renderer or Renderer(runbook_base=settings.runbook_url)
         self.cluster_probe = cluster_probe
         self._clock = clock
         self.pool = DiagnosisPool(settings.workers, settings.queue_size,

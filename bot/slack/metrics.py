@@ -115,7 +115,7 @@ class KubeCollector:
     def collect(self) -> Iterator[Metric]:
         live = self._live()
         families = self._families()
-        requests, retries, objects, synced, nbytes = families
+        requests, retries, objects, synced, nbytes, relists = families
         if live is not None:
             cache = getattr(live, "cache", None)
             transports = [live.transport]
@@ -138,11 +138,12 @@ class KubeCollector:
                     objects.add_metric([kind], figures["objects"])
                     synced.add_metric([kind], 1 if figures["synced"] else 0)
                     nbytes.add_metric([kind], figures["bytes"])
+                    relists.add_metric([kind], figures["lists"])
         yield from families
 
     @staticmethod
     def _families() -> tuple[CounterMetricFamily, CounterMetricFamily, GaugeMetricFamily,
-                             GaugeMetricFamily, GaugeMetricFamily]:
+                             GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily]:
         return (
             CounterMetricFamily("gpubot_kube_api_requests",
                                 "Kubernetes API requests, by verb (list, get, watch) and HTTP "
@@ -150,12 +151,15 @@ class KubeCollector:
             CounterMetricFamily("gpubot_kube_api_retries",
                                 "Kubernetes API requests retried, by verb and reason (429, "
                                 "5xx code, dropped).", labels=("verb", "reason")),
-            GaugeMetricFamily("gpubot_watch_cache_objects",
+            GaugeMetricFamily("gpubot_cache_objects",
                               "Objects the watch cache holds, by kind.", labels=("kind",)),
-            GaugeMetricFamily("gpubot_watch_cache_synced",
+            GaugeMetricFamily("gpubot_cache_synced",
                               "1 when the watch cache's kind is listed and watched.",
                               labels=("kind",)),
-            GaugeMetricFamily("gpubot_watch_cache_bytes",
+            GaugeMetricFamily("gpubot_cache_bytes",
                               "Approximate JSON bytes the watch cache holds, by kind.",
                               labels=("kind",)),
+            CounterMetricFamily("gpubot_cache_relists",
+                                "Full lists of a kind: the first, and every one after a watch "
+                                "expired (410 Gone) or broke.", labels=("kind",)),
         )
