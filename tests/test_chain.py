@@ -276,7 +276,7 @@ def test_gpu_unhealthy_numbers_xid_and_action() -> None:
     f = _one(_run("doctor_gpu_unhealthy"), "GPU_UNHEALTHY", "gpu-a100-1")
     assert "allocatable nvidia.com/gpu: 6 < capacity 8" in f.evidence
     assert _has(f.evidence, "XidCriticalError: Xid=79")
-    assert f.actions == (("restart-device-plugin", "gpu-a100-1"),)
+    assert f.actions == ()  # a GPU that fell off the bus: no restart button
 
 
 def test_fewer_gpus_than_labelled_is_not_advertised() -> None:
