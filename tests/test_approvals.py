@@ -510,7 +510,7 @@ def test_findings_about_gpu_hardware_offer_no_actions() -> None:
     """A restart cannot fix a GPU that fell off the bus or an Xid that needs a reset: the
     findings offer no button (GPU_UNHEALTHY without a hardware Xid does: a restart
     re-checks device health)."""
-    from handlers.chain.health import HARDWARE_XIDS, xids
+    from handlers.chain.hardware import hardware_faults
     from tests.scenarios import load_scenarios
     from tests.test_scenarios import run_scenario
 
@@ -521,7 +521,7 @@ def test_findings_about_gpu_hardware_offer_no_actions() -> None:
         if not hardware & set(s.expect):
             continue
         for f in run_scenario(s).findings:
-            if f.code == "GPU_UNHEALTHY" and not HARDWARE_XIDS & xids(list(f.evidence)):
+            if f.code == "GPU_UNHEALTHY" and not hardware_faults(list(f.evidence)):
                 continue  # no hardware Xid in sight (e.g. no plugin log): a restart may help
             if f.code in hardware:
                 seen.add(f.code)

@@ -657,9 +657,10 @@ def test_kinds_a_cluster_info_dump_cannot_hold_are_unreadable(tmp_path: Path) ->
     snapshot view reports them not captured), not as empty lists; pods are served."""
     with FakeKube(ROOT / "tests" / "data" / "loader" / "dump") as fake:
         assert sorted(fake.uncaptured) == [
-            "clusterqueues", "configmaps", "deviceclasses", "limitranges", "localqueues",
-            "priorityclasses", "resourceclaims", "resourceclaimtemplates", "resourceflavors",
-            "resourcequotas", "resourceslices", "runtimeclasses"]
+            "clusterqueues", "configmaps", "controllerrevisions", "deviceclasses",
+            "limitranges", "localqueues", "priorityclasses", "resourceclaims",
+            "resourceclaimtemplates", "resourceflavors", "resourcequotas", "resourceslices",
+            "runtimeclasses"]
         api_client = connect(fake, tmp_path)
         v1 = client.CoreV1Api(api_client)
         with pytest.raises(ApiException) as err:

@@ -495,6 +495,9 @@ class SlackBot:
         self._post_thread(req.channel, req.thread_ts or ts, rendered, cmd, diag)
         self.metrics.count(cmd.name, "answered")
         self.metrics.answer_seconds.labels(command=cmd.name).observe(self._clock() - req.received)
+        if cmd.name == "nodes":  # drawing takes a second: not on the worker that answers
+            threading.Thread(target=self.attach_chart, args=(req.channel, ts, diag),
+                             daemon=True, name="gpubot-chart").start()
 
     def update_card(self, cmd: Command, diag: Diagnosis, req: Request,
                     before: list[str] | None) -> None:
@@ -524,6 +527,26 @@ class SlackBot:
         if rendered.truncated:
             self.metrics.truncated.inc()
             self.attach_report(channel, ts, cmd, diag)
+
+    def attach_chart(self, channel: str, thread_ts: str, diag: Diagnosis) -> None:
+        """`nodes`: the supply-and-demand chart as a PNG in the thread."""
+        from bot.chart import render_png
+        from handlers.chart import chart_data
+
+        try:
+            png = render_png(chart_data(diag))
+        except Exception:  # the answer stands without its picture
+            log.warning("could not draw the nodes chart", exc_info=True)
+            return
+        try:
+            self._call("files_upload_v2", file_uploads=[{
+                "content": png, "filename": "gpubot-nodes.png",
+                "title": "GPUs per model: supply and demand"}],
+                channel=channel, thread_ts=thread_ts)
+        except SlackApiError:
+            pass  # counted and logged in _call
+        except Exception:  # its own thread: nothing above it would log this
+            log.warning("could not upload the nodes chart", exc_info=True)
 
     def attach_report(self, channel: str, thread_ts: str, cmd: Command, diag: Diagnosis) -> None:
         """The full report as files in the thread (files.getUploadURLExternal, upload,

@@ -38,6 +38,7 @@ MUST_BE_CAPTURED = {
     "RuntimeClass": "runtimeclasses",
     "PriorityClass": "priorityclasses",
     "ConfigMap": "configmaps",
+    "ControllerRevision": "controllerrevisions",
     # A claim's verdict rests on what is absent (no slice, no free device): Dynamic
     # Resource Allocation objects and Kueue queues must have been captured to be judged.
     "DeviceClass": "deviceclasses",

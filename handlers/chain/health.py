@@ -3,10 +3,10 @@ the GPU workloads' own CUDA/NVML errors on the node."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from handlers.chain.fixes import CRIT, WARN, Where
+from handlers.chain.hardware import hardware_faults, repair_fix
 from handlers.chain.model import (
     CHECK_ADMISSION,
     CHECK_HEALTH,
@@ -71,25 +71,16 @@ def health(run: NodeRun) -> None:
         ev += [f"pod {st.label} log: {ln}" for ln in xid[-_MAX_LOG_EVIDENCE:]]
     sev = CRIT if all(a == 0 for _, _, a in low) else WARN
     w = run._where(st, run.plugin_container(st) or "") if st else run.where
-    # A restart re-checks device health but cannot mend hardware (the fix says to drain):
-    # no restart button after a hardware Xid.
-    hardware = HARDWARE_XIDS & xids(ev)
+    faults = hardware_faults(ev)
+    if faults:
+        # Hardware: drain and repair; a plugin restart is not offered (handlers.chain.hardware).
+        run.f.add("GPU_UNHEALTHY", sev, f"GPUs on {run.name} failed in hardware "
+                  f"({', '.join(faults)}); the device plugin marked them unhealthy.",
+                  objects=[run.ref, *([st.ref] if st else [])], evidence=ev,
+                  fix=repair_fix(run.name, faults))
+        return
     run.add("GPU_UNHEALTHY", ev, st=st, severity=sev, where=w,
-             actions=[] if hardware else [("restart-device-plugin", run.name)])
-
-
-# Xids that need a GPU reset, a drain or a repair, not a plugin restart: 48 double-bit ECC,
-# 63/64 page retirement (https://docs.nvidia.com/deploy/dynamic-page-retirement/
-# visibility.html), 74 NVLink, 79 fallen off the bus, 95 uncontained ECC
-# (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html).
-HARDWARE_XIDS = frozenset({48, 63, 64, 74, 79, 95})
-_XID = re.compile(r"Xid[=:]? ?(?:\([^)]*\):? ?)?(\d+)")
-
-
-def xids(lines: list[str]) -> set[int]:
-    """Xid numbers in the plugin's (``Xid=79``) or the kernel's (``NVRM: Xid (PCI:..): 79``)
-    lines."""
-    return {int(m.group(1)) for ln in lines for m in _XID.finditer(ln)}
+             actions=[("restart-device-plugin", run.name)])
 
 
 def admission(run: NodeRun) -> None:
