@@ -22,7 +22,8 @@ Obj = dict[str, Any]
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 CLUSTER_SCOPED = frozenset(
-    {"Node", "Namespace", "PriorityClass", "RuntimeClass", "PersistentVolume", "ClusterPolicy"}
+    {"Node", "Namespace", "PriorityClass", "RuntimeClass", "PersistentVolume", "ClusterPolicy",
+     "ClusterQueue", "ResourceFlavor", "Queue", "DeviceClass", "ResourceSlice"}
 )
 
 

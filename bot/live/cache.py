@@ -56,7 +56,9 @@ from .transport import Response, RetryPolicy, Transport, gc_paused
 log = logging.getLogger(__name__)
 
 DEFAULT_KINDS = ("Node", "Pod", "Event", "DaemonSet", "ResourceQuota", "LimitRange",
-                 "ClusterPolicy", "ConfigMap")
+                 "ClusterPolicy", "ConfigMap",
+                 # change with every queued job and every DRA pod
+                 "Workload", "ResourceClaim", "ResourceSlice")
 # Kinds kept for one namespace only, as the bot's RBAC grants them (deploy/base/rbac.yaml):
 # the GPU operator's ConfigMaps (device-plugin and sharing configs). Reads of any other
 # namespace go to the server.
@@ -314,7 +316,9 @@ class WatchCache:
         """Whether reads of ``kind`` in ``namespace`` (None: every namespace) are answered
         here: the kind is synced and kept for that namespace."""
         store = self._stores.get(kind)
-        return store is not None and store.synced and (
+        # A required group the server does not serve is an error to report, not "none".
+        return store is not None and store.synced and not (
+            store.missing and store.info.required) and (
             store.namespace is None or namespace == store.namespace)
 
     def settled(self) -> bool:
@@ -467,14 +471,28 @@ class WatchCache:
         return float(base * random.uniform(0.5, 1.0))
 
     def _relist(self, store: _Store) -> None:
-        info = store.info
-        op = Op("list", info.kind, info.group, info.plural, store.namespace, info.namespaced)
         with gc_paused():
-            def keep(page: builtins.list[Obj], api_version: str) -> builtins.list[Obj]:
-                return [store.leaner.lean(info.kind, o) for o in prepare(info, page, api_version)]
+            got = None
+            info = store.info
+            # resource.k8s.io: the newest version the server serves (v1, v1beta2, v1beta1).
+            for version in store.info.versions:
+                info = store.info if version == store.info.version else store.info.at(version)
+                op = Op("list", info.kind, info.group, info.plural, store.namespace,
+                        info.namespaced)
 
-            got = self.transport.list_all(op, info.path(store.namespace),
-                                          page_size=self.page_size, each_page=keep)
+                def keep(page: builtins.list[Obj], api_version: str,
+                         info: KindInfo = info) -> builtins.list[Obj]:
+                    return [store.leaner.lean(info.kind, o)
+                            for o in prepare(info, page, api_version)]
+
+                got = self.transport.list_all(op, info.path(store.namespace),
+                                              page_size=self.page_size, each_page=keep)
+                if got is not None:
+                    if info is not store.info:  # watch that version from now on
+                        store.info = KindInfo(info.kind, info.group, info.version,
+                                              info.plural, info.namespaced,
+                                              store.info.older, store.info.required)
+                    break
             if got is None:
                 store.missing = True
                 store.replace([], "")

@@ -92,6 +92,7 @@ class LiveView:
         self._lock = threading.Lock()
         self._prefetched: dict[ListKey, tuple[float, Future[builtins.list[Obj]]]] = {}
         self._missing: dict[str, float] = {}
+        self._group_versions: dict[str, builtins.list[str]] = {}  # group -> served versions
         self._cache_reads = 0
         self._own_cache = False
         # The kubeconfig context's namespace (in a pod: its own), the default namespace of
@@ -128,7 +129,7 @@ class LiveView:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> builtins.list[Obj]:
-        info = kind_info(kind)
+        info = self._served(kind_info(kind))
         key = _key(info, namespace, label_selector, field_selector)
         future = self._take_prefetched(key)
         if future is not None:
@@ -137,7 +138,7 @@ class LiveView:
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         """``namespace=None`` on a namespaced kind means ``default``, as kubectl does."""
-        info = kind_info(kind)
+        info = self._served(kind_info(kind))
         ns = (namespace or "default") if info.namespaced else None
         cache = self._warm(kind, ns)
         if cache is not None:
@@ -235,8 +236,8 @@ class LiveView:
                     del self._prefetched[key]
             for kind, namespace, label_selector, field_selector in requests:
                 info = KINDS.get(kind)
-                if info is None:
-                    continue
+                if info is None or info.older or info.required:
+                    continue  # its version is chosen on first read (_served)
                 key = _key(info, namespace, label_selector, field_selector)
                 if self._warm(kind, key[1]) is not None:
                     continue
@@ -318,6 +319,35 @@ class LiveView:
                 return []
             items, _, api_version = got
             return _prepare(info, items, api_version)
+
+    def _served(self, info: KindInfo) -> KindInfo:
+        """``info`` at the newest of its versions the server serves (one discovery GET per
+        group). A required group that serves none of them is a ``ViewError``."""
+        if not info.older and not info.required:
+            return info
+        if self._warm(info.kind, None) is not None:
+            return info  # the watch cache found the served version itself
+        with self._lock:
+            known = self._group_versions.get(info.group)
+        if known is None:
+            op = Op("get", "APIGroup", info.group, "", None, namespaced=False)
+            resp = self.transport.get(op, f"/apis/{info.group}", accept=(404,))
+            known = []
+            if resp.status != 404:
+                doc = self.transport.decode(op, resp.data)
+                known = [str(v.get("version")) for v in doc.get("versions") or []
+                         if isinstance(v, dict)]
+            with self._lock:
+                self._group_versions[info.group] = known
+        version = next((v for v in info.versions if v in known), None)
+        if version is None:
+            if info.required:
+                raise ViewError(
+                    f"{info.kind}: the API server serves none of {info.group} "
+                    f"{', '.join(info.versions)} (Dynamic Resource Allocation needs "
+                    "Kubernetes 1.32 or later with the group enabled)", kind=info.kind)
+            return info
+        return info if version == info.version else info.at(version)
 
     def _log(self, namespace: str, pod: str, container: str, *, previous: bool) -> str:
         op = Op("get", "Pod", "", "pods/log", namespace, True, name=pod)
