@@ -49,7 +49,7 @@ from handlers.view import Obj
 
 from .errors import Op
 from .kinds import KindInfo, kind_info
-from .objects import prepare, strip_for_cache
+from .objects import Misfits, prepare, strip_for_cache
 from .transport import Response, RetryPolicy, Transport, gc_paused
 
 log = logging.getLogger(__name__)
@@ -240,10 +240,12 @@ class WatchCache:
         freeze_at: int = 10_000,
         retry: RetryPolicy | None = None,
         namespaces: Mapping[str, str] | None = None,
+        misfits: Misfits | None = None,
     ) -> None:
         """``namespaces``: kind -> the one namespace kept of it (default
         ``DEFAULT_NAMESPACES``); other kinds are kept for the whole cluster."""
         self.transport = Transport(api_client, timeout=timeout, retry=retry, unreachable_ttl=0)
+        self.misfits = misfits or Misfits(f"API server {self.transport.server}")
         self.watch_timeout = watch_timeout
         self.page_size = page_size
         self.backoff = backoff
@@ -460,7 +462,8 @@ class WatchCache:
                 return
             store.missing = False
             items, version, api_version = got
-            for obj in prepare(info, items, api_version):
+            items = prepare(info, items, api_version, self.misfits)
+            for obj in items:
                 strip_for_cache(obj)
             store.replace(items, version)
             if len(items) >= self.freeze_at:
@@ -508,6 +511,8 @@ class WatchCache:
 
     def _apply(self, store: _Store, line: bytes) -> str | None:
         event = orjson.loads(line)
+        if not isinstance(event, dict):
+            return "error"
         kind = event.get("type")
         obj = event.get("object")
         if not isinstance(obj, dict):
@@ -517,10 +522,15 @@ class WatchCache:
                 store.errors += 1
                 store.last_error = f"watch ERROR {obj.get('code')}: {obj.get('message')}"
             return "gone" if obj.get("code") == 410 else "error"
-        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        meta = obj.get("metadata")
+        version = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
         if kind in ("ADDED", "MODIFIED"):
-            store.put(strip_for_cache(prepare(store.info, [obj])[0]))
-        elif kind == "DELETED":
+            fits = prepare(store.info, [obj], "", self.misfits)
+            if fits:
+                store.put(strip_for_cache(fits[0]))
+            elif isinstance(obj.get("metadata"), dict):
+                store.delete(obj)  # its new version cannot be read: not the old one either
+        elif kind == "DELETED" and isinstance(obj.get("metadata"), dict):
             store.delete(obj)
         if version:
             store.resource_version = version
