@@ -43,7 +43,7 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.webhook import WebhookClient
 
-from bot.slack import messages
+from bot.slack import messages, scope
 from bot.slack.access import AccessPolicy, RateLimiter, Refusal
 from bot.slack.blocks import Changes, Message, Rendered, Renderer, diff_codes
 from bot.slack.commands import ROUTES, Command, CommandError, parse, parse_args
@@ -390,9 +390,10 @@ class SlackBot:
     def _submit(self, cmd: Command, req: Request, before: list[str] | None = None) -> Any:
         line = cmd.line()
         ran: list[float] = []
+        allowed = self.policy.allowed(req.channel, req.channel_name)
 
         def work(deadline: Deadline) -> Diagnosis:
-            diag = self.diagnose(cmd, deadline)
+            diag = self.diagnose(cmd, deadline, allowed)
             ran.append(deadline.elapsed())
             return diag
 
@@ -412,7 +413,7 @@ class SlackBot:
             if isinstance(err, GpubotError):
                 self.metrics.count(cmd.name, "not_found" if type(err).__name__ ==
                                    "TargetNotFound" else "usage_error")
-                self._respond(req, messages.failed(line, str(err)))
+                self._respond(req, messages.failed(line, scope.error_text(err, allowed)))
             else:
                 self.metrics.count(cmd.name, "error")
                 self._respond(req, messages.internal_error(line))
@@ -432,10 +433,12 @@ class SlackBot:
             with self._lock:
                 self._rechecking.discard((req.channel, req.card_ts))
 
-    def diagnose(self, cmd: Command, deadline: Deadline) -> Diagnosis:
+    def diagnose(self, cmd: Command, deadline: Deadline,
+                 allowed: frozenset[str] | None = None) -> Diagnosis:
+        """``allowed``: the namespaces the asking channel may query (None: all)."""
         view = GuardedView(self.view, deadline)
         diag = run_command(Reader(view), cmd)
-        for problem in view.problems:
+        for problem in scope.visible_problems(view.problems, allowed):
             line = f"not read: {problem}"
             if line not in diag.unchecked:
                 diag.unchecked.append(line)
