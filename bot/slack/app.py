@@ -45,7 +45,15 @@ from slack_sdk.webhook import WebhookClient
 
 from bot.slack import messages, scope
 from bot.slack.access import AccessPolicy, RateLimiter, Refusal
-from bot.slack.blocks import Changes, Message, Rendered, Renderer, diff_codes
+from bot.slack.blocks import (
+    MESSAGE_TEXT,
+    Changes,
+    Message,
+    Rendered,
+    Renderer,
+    cut_mrkdwn,
+    diff_codes,
+)
 from bot.slack.commands import ROUTES, Command, CommandError, parse, parse_args
 from bot.slack.commands import run as run_command
 from bot.slack.config import Settings
@@ -270,6 +278,10 @@ class SlackBot:
         req = Request(_str(body, "user_id"), _str(body, "channel_id"),
                       _str(body, "channel_name"), _str(body, "response_url") or None, received)
         text = _str(body, "text")
+        refused = self._limit(req.user, "unknown")  # before parsing: parsing is the cost
+        if refused:
+            ack(text=refused, response_type="ephemeral")
+            return
         try:
             cmd = parse(text)
         except CommandError as err:
@@ -285,10 +297,6 @@ class SlackBot:
         if not cmd.route.available():
             self.metrics.count(cmd.name, "usage_error")
             ack(text=messages.unavailable(slash, cmd.name), response_type="ephemeral")
-            return
-        refused = self._limit(req.user, cmd.name)
-        if refused:
-            ack(text=refused, response_type="ephemeral")
             return
         try:
             resolved = self.policy.resolve(cmd, req.channel, req.channel_name, req.user)
@@ -546,6 +554,7 @@ class SlackBot:
     def _respond(self, req: Request, text: str,
                  blocks: Sequence[dict[str, Any]] | None = None) -> None:
         """An ephemeral message to the asker via the response_url (retried on 429)."""
+        text = cut_mrkdwn(text, MESSAGE_TEXT)  # whatever the user's arguments were
         if not req.response_url:
             with contextlib.suppress(SlackApiError):
                 self._call("chat_postEphemeral", channel=req.channel, user=req.user, text=text,
