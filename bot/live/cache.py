@@ -50,7 +50,7 @@ from handlers.view import Obj
 from .errors import Op
 from .kinds import KindInfo, kind_info
 from .objects import Misfits, prepare, strip_for_cache
-from .transport import Response, RetryPolicy, Transport, gc_paused
+from .transport import MAX_RESPONSE, Response, RetryPolicy, Transport, gc_paused
 
 log = logging.getLogger(__name__)
 
@@ -554,6 +554,8 @@ def _lines(resp: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
     for chunk in chunks:
         buf += chunk
         if b"\n" not in chunk:
+            if len(buf) > MAX_RESPONSE:  # one event that never ends: relist instead
+                raise ValueError(f"a watch event over {MAX_RESPONSE >> 20} MB")
             continue
         *done, buf = buf.split(b"\n")
         for line in done:
