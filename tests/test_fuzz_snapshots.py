@@ -5,6 +5,7 @@ line. Budget: tests/fuzzing.py."""
 
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 from collections.abc import Iterator
@@ -103,7 +104,7 @@ def mutated(draw: st.DrawFn) -> tuple[Source, bytes, list[str]]:
                 del parent[path[-1]]
                 done.append(f"delete {path}")
             else:
-                parent[path[-1]] = value = rnd.choice(ODD_VALUES)
+                parent[path[-1]] = value = copy.deepcopy(rnd.choice(ODD_VALUES))
                 done.append(f"set {path} = {value!r:.40}")
         if src.rel.endswith(".json"):
             data = json.dumps(docs[0], indent=2).encode()

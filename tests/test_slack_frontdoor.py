@@ -65,6 +65,7 @@ def test_a_signed_command_goes_through() -> None:
     {"HTTP_X_SLACK_REQUEST_TIMESTAMP": "١٧٠٠٠٠٠٠٠٠", "HTTP_X_SLACK_SIGNATURE": "v0=00"},
     {"HTTP_X_SLACK_REQUEST_TIMESTAMP": "9" * 400, "HTTP_X_SLACK_SIGNATURE": "v0=00"},
     {"HTTP_X_SLACK_REQUEST_TIMESTAMP": str(NOW), "HTTP_X_SLACK_SIGNATURE": "garbage"},
+    {"HTTP_X_SLACK_REQUEST_TIMESTAMP": str(NOW), "HTTP_X_SLACK_SIGNATURE": "\x80"},  # fuzz
     sign(FORM, ts=str(NOW - 301)),
     sign(FORM, secret="not-the-secret"),
 ])

@@ -98,6 +98,8 @@ class FrontDoor:
         signature = environ.get("HTTP_X_SLACK_SIGNATURE", "")
         if not stamp or not signature:
             return "no Slack signature"
+        if not signature.isascii():  # hmac.compare_digest refuses to compare it at all
+            return "a malformed signature"
         if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= 12):
             return "a malformed timestamp"
         if abs(self._clock() - int(stamp)) > MAX_AGE:
