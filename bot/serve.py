@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, TextIO
 from handlers.view import ClusterView, ViewError
 
 if TYPE_CHECKING:
+    from bot.live.cache import WatchCache
     from bot.slack.config import Settings
     from bot.slack.server import BotServer
 
@@ -76,9 +78,13 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
     live = open_live_view(settings.kubeconfig, settings.context,
                           timeout=settings.kube_timeout, callers=settings.workers)
     if settings.watch:
-        live.watch(namespaces={"ConfigMap": settings.operator_namespace})
+        cache = live.watch(namespaces={"ConfigMap": settings.operator_namespace})
+        threading.Thread(target=_warm_when_synced, args=(live, cache), daemon=True,
+                         name="gpubot-warm").start()
 
     def probe() -> bool:
+        if live.cache is not None and not live.cache.settled():
+            return False  # ready once diagnoses read from the cache
         try:
             live.get("Namespace", "default")
         except ViewError as err:
@@ -95,12 +101,34 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
     return SharedReads(live, ttl=settings.coalesce_ttl), probe, close
 
 
-def _logging(level: str, secrets: list[str]) -> None:
+def _warm_when_synced(view: ClusterView, cache: WatchCache) -> None:
+    """Once every kind is synced, build what warm diagnoses remember (``handlers.warm``)."""
+    from handlers.view import Reader
+    from handlers.warm import warm
+
+    while not cache.wait_synced(1.0):
+        if cache.stopped:
+            return
+    started = time.monotonic()
+    try:
+        n = warm(Reader(view))
+    except Exception:  # a warm-up that fails costs speed, never the bot
+        log.exception("warming the diagnosis memos failed")
+        return
+    log.info("watch cache synced; %d GPU nodes warmed in %.1f s", n, time.monotonic() - started)
+
+
+def _logging(level: str, secrets: list[str], log_format: str = "text") -> None:
     from bot.slack import redact
 
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if log_format == "json":
+        from bot.logformat import JsonFormatter
+
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter())
     redact.install(secrets)
 
 
@@ -110,19 +138,16 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
     """Run until SIGTERM/SIGINT (or ``stop`` is set). ``ready(server)`` is called once
     serving (tests use it to learn the port)."""
     err = err or sys.stderr
-    try:
-        from bot.slack.app import SlackBot
-        from bot.slack.config import ConfigError
-        from bot.slack.server import BotServer
-    except ImportError as e:
-        err.write(f"gpubot: serve needs the Slack extras: pip install 'gpubot[slack]' ({e})\n")
-        return EXIT_USAGE
+    from bot.slack.app import SlackBot
+    from bot.slack.config import ConfigError
+    from bot.slack.server import BotServer
+
     try:
         settings = _settings(args, dict(os.environ) if env is None else env)
     except ConfigError as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_USAGE
-    _logging(settings.log_level, settings.secrets())
+    _logging(settings.log_level, settings.secrets(), settings.log_format)
     try:
         view, probe, close_view = open_cluster(settings)
     except ViewError as e:

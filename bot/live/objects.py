@@ -12,8 +12,6 @@ from handlers.view import Obj
 
 from .kinds import KindInfo
 
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
 
 class Misfits:
     """Objects the API answered with fields handlers cannot read (see
@@ -91,14 +89,3 @@ def prepare(info: KindInfo, items: list[Any], api_version: str = "",
             normalise_event(item)
         out.append(item)
     return out
-
-
-def strip_for_cache(obj: Obj) -> Obj:
-    """In place: also drop the last-applied-configuration annotation (a second copy of the
-    spec, often the largest part of a Deployment or DaemonSet)."""
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
-            del annotations[LAST_APPLIED]
-    return obj

@@ -73,6 +73,9 @@ class _Stats:
     bytes: int = 0
     retries: int = 0
     by_path: dict[str, _PathStats] = field(default_factory=dict)
+    # For /metrics: requests by (verb, HTTP code or "error"), retries by (verb, reason).
+    by_code: dict[tuple[str, str], int] = field(default_factory=dict)
+    retry_reasons: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 _DROPPED = (u3.ProtocolError, http.client.HTTPException, ConnectionError)
@@ -109,6 +112,8 @@ class Transport:
         self._throttled: tuple[float, float] | None = None  # (until, Retry-After asked)
         self.max_pages = MAX_PAGES
         self.server_clock: tuple[datetime, float] | None = None
+        # Called after each page of a list: (kind, pages so far, objects so far).
+        self.on_page: Callable[[str, int, int], None] | None = None
 
     # -- counters ---------------------------------------------------------------------------
 
@@ -124,6 +129,15 @@ class Transport:
                 "by_path": {p: {"requests": v.requests, "bytes": v.bytes}
                             for p, v in sorted(s.by_path.items())},
             }
+
+    def counts(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        """(requests by (verb, code), retries by (verb, reason)), copies."""
+        with self._lock:
+            return dict(self._stats.by_code), dict(self._stats.retry_reasons)
+
+    def _tally(self, table: dict[tuple[str, str], int], verb: str, label: str) -> None:
+        with self._lock:
+            table[(verb, label)] = table.get((verb, label), 0) + 1
 
     def count(self, path: str, *, requests: int = 0, nbytes: int = 0, retries: int = 0) -> None:
         with self._lock:
@@ -160,7 +174,7 @@ class Transport:
             except _DROPPED as err:
                 if last:
                     raise errors.dropped(self.server, op, attempts) from err
-                self._wait(path, self.retry.delay(attempt))
+                self._wait(path, self.retry.delay(attempt), op, "dropped")
                 continue
             result = Response(resp.status, resp.reason or "", _header_map(resp), data)
             if 200 <= resp.status < 300 or resp.status in accept:
@@ -179,7 +193,7 @@ class Transport:
                                        after)
                     raise errors.throttled_for(self.server, op, after)
                 delay = after if after is not None else self.retry.delay(attempt)
-                self._wait(path, delay)
+                self._wait(path, delay, op, str(resp.status))
                 continue
             raise self.status_error(op, result)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -205,9 +219,13 @@ class Transport:
 
     def list_all(
         self, op: Op, path: str, query: Mapping[str, str] | None = None, *, page_size: int = 500,
+        each_page: Callable[[list[Obj], str], list[Obj]] | None = None,
     ) -> tuple[list[Obj], str, str] | None:
         """All items of a paged list, the list's resourceVersion and apiVersion; None on 404
-        (the resource is not served: a CRD that is not installed)."""
+        (the resource is not served: a CRD that is not installed).
+
+        ``each_page(items, apiVersion)`` transforms every page as it arrives: the watch cache
+        keeps lean objects, and a whole list of full ones never exists at once."""
         restarted = False
         items: list[Obj] = []
         token = ""
@@ -238,11 +256,15 @@ class Transport:
             page = doc.get("items")
             if page is not None and not isinstance(page, list):
                 raise errors.bad_answer(self.server, op, "items that are not a list")
-            items.extend(page or ())  # items that are not objects: prepare() drops them
+            page = page or []  # items that are not objects: prepare() drops them
+            del doc
+            items.extend(each_page(page, api_version) if each_page else page)
+            pages += 1
+            if self.on_page is not None:
+                self.on_page(op.kind, pages, len(items))
             token = _text(meta.get("continue"))
             if not token:
                 return items, version, api_version
-            pages += 1
             if token in tokens or pages >= self.max_pages:
                 raise errors.bad_answer(
                     self.server, op, "a list whose pages never end (the continue token "
@@ -289,11 +311,14 @@ class Transport:
                 "GET", url, headers=self.headers(), timeout=timeout, retries=False,
                 redirect=False, preload_content=False,
             )
+            self._tally(self._stats.by_code, op.verb, str(resp.status))
             self._note_date(resp)
             return resp
         except _DROPPED:
+            self._tally(self._stats.by_code, op.verb, "error")
             raise
         except u3.HTTPError as err:
+            self._tally(self._stats.by_code, op.verb, "error")
             why, remember = self._why(err, read_timeout or self.timeout)
             if remember:
                 self._down = (time.monotonic() + self.unreachable_ttl, why)
@@ -383,8 +408,9 @@ class Transport:
             return f"the proxy failed: {_reason(err)}", True
         return f"{type(err).__name__}: {_reason(err)}", False
 
-    def _wait(self, path: str, delay: float) -> None:
+    def _wait(self, path: str, delay: float, op: Op, reason: str) -> None:
         self.count(path, retries=1)
+        self._tally(self._stats.retry_reasons, op.verb, reason)
         self._sleep(max(0.0, delay))
 
 

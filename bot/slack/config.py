@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from bot.runbook import DEFAULT_BASE as DEFAULT_RUNBOOK_BASE
+from bot.runbook import valid_base
 from handlers.errors import GpubotError
 
 
@@ -59,6 +61,8 @@ ENV = {
     "dedupe_ttl": "GPUBOT_DEDUPE_TTL",
     "coalesce_ttl": "GPUBOT_COALESCE_TTL",
     "log_level": "GPUBOT_LOG_LEVEL",
+    "log_format": "GPUBOT_LOG_FORMAT",
+    "runbook_url": "GPUBOT_RUNBOOK_URL",
 }
 
 MODES = ("socket", "http")
@@ -91,11 +95,16 @@ class Settings:
     dedupe_ttl: float = 600.0
     coalesce_ttl: float = 5.0  # identical cluster reads within this share one request
     log_level: str = "INFO"
+    log_format: str = "text"  # or json: one JSON object per line, for log collectors
+    runbook_url: str = DEFAULT_RUNBOOK_BASE  # findings link to <runbook_url><CODE>.md
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
 
     def validate(self) -> Settings:
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"log_format must be text or json, not {self.log_format!r} "
+                              f"({ENV['log_format']})")
         if self.mode not in MODES:
             raise ConfigError(f"mode must be socket or http, not {self.mode!r} "
                               f"({ENV['mode']}, --mode)")
@@ -113,6 +122,9 @@ class Settings:
                 raise ConfigError(f"{name} must be at least 1 ({ENV[name]})")
         if self.deadline <= 0:
             raise ConfigError(f"deadline must be positive ({ENV['deadline']})")
+        if not valid_base(self.runbook_url):
+            raise ConfigError(f"runbook_url must be an http(s) URL without spaces, quotes or "
+                              f"<>| ({ENV['runbook_url']}), got {self.runbook_url!r}")
         if not self.command.startswith("/"):
             raise ConfigError(f"command must start with '/' ({ENV['command']})")
         return self

@@ -14,8 +14,10 @@ single-threaded development server on 0.0.0.0, so it is not used.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -66,6 +68,15 @@ class WSGIApp:
             return _reply(start_response, 200, self.bot.metrics.render(),
                           self.bot.metrics.content_type)
         return _reply(start_response, 404, b"not found\n")
+
+
+def _drop_closed(socket_map: dict[int, Any]) -> None:
+    """Forget the map's file descriptors that are closed, so the next poll can run."""
+    for fd in list(socket_map):
+        try:
+            os.fstat(fd)
+        except OSError:
+            socket_map.pop(fd, None)
 
 
 def _reply(start_response: StartResponse, status: int, body: bytes,
@@ -127,7 +138,12 @@ class BotServer:
         srv = self.server
         try:
             while srv._map and not self.stopped.is_set():
-                wasyncore.loop(timeout=LOOP_TIMEOUT, map=srv._map, count=1)
+                try:
+                    wasyncore.loop(timeout=LOOP_TIMEOUT, map=srv._map, count=1)
+                except OSError as err:  # a socket closed under select() by another thread
+                    if err.errno != errno.EBADF:
+                        raise
+                    _drop_closed(srv._map)
         finally:
             wasyncore.close_all(srv._map)
 
