@@ -186,13 +186,15 @@ class Transport:
                     raise errors.server_error(self.server, op, resp.status, result.reason,
                                               data, attempts)
                 after = _retry_after(result)
-                if after is not None and after > self.retry.max_retry_after:
-                    # Waiting would stretch the command past any deadline: say so now,
-                    # and do not ask again before the server said to.
+                if after is not None and after > max(self.timeout, self.retry.max_retry_after):
+                    # Longer than the request itself may take: waiting (even cut to
+                    # max_retry_after, again and again) would stretch the command to
+                    # minutes. Say so now, and do not ask again before the server said to.
                     self._throttled = (time.monotonic() + min(after, MAX_BACKOFF_MEMORY),
                                        after)
                     raise errors.throttled_for(self.server, op, after)
-                delay = after if after is not None else self.retry.delay(attempt)
+                delay = (min(after, self.retry.max_retry_after) if after is not None
+                         else self.retry.delay(attempt))
                 self._wait(path, delay, op, str(resp.status))
                 continue
             raise self.status_error(op, result)

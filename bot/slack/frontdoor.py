@@ -8,7 +8,8 @@ slow clients first.
 - 401 to a request whose Slack signature is missing, malformed, stale (> 5 minutes) or
   wrong (https://api.slack.com/authentication/verifying-requests-from-slack);
 - 400 to a signed body that is not UTF-8, not a form, or whose ``payload`` is not the
-  JSON object an interactive request carries (actions a list of objects, ids strings);
+  JSON object an interactive request carries (actions a list of objects, ids strings),
+  or to an Events API body (JSON) that is not an object with a type and string fields;
 - an ephemeral usage reply to a slash command whose text is over ``max_text`` characters,
   so that no argument is parsed, echoed or logged at any length.
 
@@ -76,7 +77,10 @@ class FrontDoor:
         if why:
             # Never the body: anyone can send one, and it may hold anything.
             return _refuse(start_response, 401, peer, f"{why} ({len(body)} bytes)")
-        why, form = self._malformed(body)
+        if environ.get("CONTENT_TYPE", "").startswith("application/json"):
+            why, form = _bad_event(body), {}  # the Events API (mentions) posts JSON
+        else:
+            why, form = self._malformed(body)
         if why:
             return _refuse(start_response, 400, peer, why)
         text = form.get("text", [""])[0]
@@ -126,6 +130,22 @@ class FrontDoor:
             if why:
                 return why, form
         return None, form
+
+
+def _bad_event(body: bytes) -> str | None:
+    """Why an Events API body is not the object the bot's listeners read, or None."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError):
+        return "an event that is not JSON"
+    if not isinstance(value, dict) or not isinstance(value.get("type"), str):
+        return "an event that is not an object with a type"
+    event = value.get("event")
+    if event is not None and not (isinstance(event, dict) and all(
+            isinstance(event.get(k, ""), str)
+            for k in ("type", "user", "channel", "text", "ts", "thread_ts"))):
+        return "an event whose fields are not strings"
+    return None
 
 
 def _bad_payload(text: str) -> str | None:
