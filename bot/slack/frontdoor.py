@@ -77,8 +77,9 @@ class FrontDoor:
         if why:
             # Never the body: anyone can send one, and it may hold anything.
             return _refuse(start_response, 401, peer, f"{why} ({len(body)} bytes)")
+        form: dict[str, list[str]] = {}
         if environ.get("CONTENT_TYPE", "").startswith("application/json"):
-            why, form = _bad_event(body), {}  # the Events API (mentions) posts JSON
+            why = _bad_event(body)  # the Events API (mentions) posts JSON
         else:
             why, form = self._malformed(body)
         if why:
