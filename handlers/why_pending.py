@@ -103,15 +103,8 @@ def _not_found(reader: Reader, t: Target) -> TargetNotFound:
     close = difflib.get_close_matches(t.name, same_ns, n=3, cutoff=0.5)
     elsewhere = [f"{o.get('metadata', {}).get('namespace')}/{name_of(o)}"
                  for o in reader.list(t.kind, None, field_selector=f"metadata.name={t.name}")]
-    hint = ""
-    if elsewhere:
-        hint = f"; it exists in {', '.join(elsewhere[:3])}"
-    elif close:
-        hint = f"; did you mean {', '.join(close)}?"
-    return TargetNotFound(
-        f"{t.kind.lower()} {t.name!r} not found in namespace {t.namespace!r}{hint}",
-        suggestions=elsewhere or close,
-    )
+    return TargetNotFound(f"{t.kind.lower()} {t.name!r} not found in namespace {t.namespace!r}",
+                          suggestions=close, elsewhere=elsewhere)
 
 
 def _resolve(reader: Reader, t: Target) -> tuple[Obj | None, Obj | None, list[Obj]]:

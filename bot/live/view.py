@@ -30,11 +30,13 @@ import orjson
 
 from bot.snapshot.events import event_time, involved_key
 from bot.snapshot.logs import join_parts, termination_messages
+from bot.snapshot.model import LoadProblem
 from handlers.kube.selectors import SelectorError
 from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 
 from .errors import KubeconfigError, Op
 from .kinds import KINDS, KindInfo, kind_info
+from .objects import Misfits
 from .objects import prepare as _prepare
 from .transport import RetryPolicy, Transport, gc_paused
 
@@ -81,6 +83,7 @@ class LiveView:
         self.transport = Transport(api_client, timeout=timeout, retry=retry,
                                    unreachable_ttl=unreachable_ttl)
         self._source = source or f"API server {self.transport.server}"
+        self.misfits = Misfits(f"API server {self.transport.server}")
         self.cache = cache
         self.page_size = page_size
         self.log_tail_lines = log_tail_lines
@@ -110,6 +113,11 @@ class LiveView:
     @property
     def server(self) -> str:
         return self.transport.server
+
+    @property
+    def problems(self) -> builtins.list[LoadProblem]:
+        """Objects the API answered that handlers cannot read (skipped), newest last."""
+        return self.misfits.problems()
 
     @property
     def stats(self) -> dict[str, Any]:
@@ -153,7 +161,8 @@ class LiveView:
                 self._remember_missing(kind)
             return None
         obj = self.transport.decode(op, resp.data)
-        return _prepare(info, [obj], "")[0]
+        got = _prepare(info, [obj], "", self.misfits)
+        return got[0] if got else None
 
     def events(self, kind: str, name: str, namespace: str | None = None) -> builtins.list[Obj]:
         """Oldest first. ``namespace=None`` (or a cluster-scoped kind) matches any."""
@@ -168,7 +177,7 @@ class LiveView:
         op = Op("list", "Event", "", "events", ns, True)
         got = self.transport.list_all(op, _EVENT.path(ns), {"fieldSelector": selector},
                                       page_size=self.page_size)
-        items = _prepare(_EVENT, got[0], got[2]) if got else []
+        items = _prepare(_EVENT, got[0], got[2], self.misfits) if got else []
         if ns is not None:
             items = [e for e in items if (involved_key(e) or ("", "", ""))[2] == ns]
         return sorted(items, key=event_time)
@@ -318,7 +327,7 @@ class LiveView:
                     self._remember_missing(info.kind)
                 return []
             items, _, api_version = got
-            return _prepare(info, items, api_version)
+            return _prepare(info, items, api_version, self.misfits)
 
     def _served(self, info: KindInfo) -> KindInfo:
         """``info`` at the newest of its versions the server serves (one discovery GET per
@@ -385,6 +394,7 @@ class LiveView:
 
         options.setdefault("timeout", self.transport.timeout)
         options.setdefault("retry", self.transport.retry)
+        options.setdefault("misfits", self.misfits)
         cache = WatchCache(self.api_client, tuple(kinds or DEFAULT_KINDS), **options)
         cache.start()
         self.cache = cache

@@ -18,6 +18,9 @@ class LoadProblem:
     path: str
     where: str | None
     message: str
+    # The namespace of the object it is about, if one: a channel restricted to other
+    # namespaces is not told about it.
+    namespace: str | None = None
 
     def __str__(self) -> str:
         loc = f"{self.path} ({self.where})" if self.where else self.path
