@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from waitress import wasyncore
-from waitress.server import create_server
 
 from bot.slack.app import SlackBot
+from bot.slack.frontdoor import MAX_BODY, FrontDoor, GuardedServer
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpubot.server")
 
 EVENTS_PATH = "/slack/events"
-MAX_BODY = 1 << 20  # Slack payloads are a few KB
 LOOP_TIMEOUT = 0.5  # seconds; bounds how long stop() waits if the wake-up pipe is gone
 
 
@@ -46,7 +45,9 @@ class WSGIApp:
         if bot.settings.mode == "http":
             from slack_bolt.adapter.wsgi import SlackRequestHandler
 
-            self.slack = SlackRequestHandler(bot.app, path=EVENTS_PATH)
+            self.slack = FrontDoor(SlackRequestHandler(bot.app, path=EVENTS_PATH),
+                                   bot.settings.signing_secret or "",
+                                   command=bot.settings.command, max_body=MAX_BODY)
 
     def __call__(self, environ: WSGIEnvironment,
                  start_response: StartResponse) -> Iterable[bytes]:
@@ -94,7 +95,7 @@ class BotServer:
                  threads: int | None = None) -> None:
         self.bot = bot
         s = bot.settings
-        self.server: Any = create_server(
+        self.server: Any = GuardedServer(
             WSGIApp(bot), host=host or s.host, port=port if port is not None else s.port,
             threads=threads or s.http_threads, ident="gpubot", max_request_body_size=MAX_BODY,
             channel_timeout=30, clear_untrusted_proxy_headers=True,
