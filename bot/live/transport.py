@@ -80,7 +80,7 @@ _NAME_RESOLUTION = getattr(u3, "NameResolutionError", None)
 
 
 class Transport:
-    """GETs against one API server. Thread-safe."""
+    """Requests to one API server (GETs; writes through ``send``). Thread-safe."""
 
     def __init__(
         self,
@@ -172,6 +172,38 @@ class Transport:
             raise self.status_error(op, result)
         raise AssertionError("unreachable")  # pragma: no cover
 
+    def send(
+        self, op: Op, method: str, path: str, *, query: Mapping[str, str] | None = None,
+        body: Any = None, content_type: str = "application/json",
+        accept: Collection[int] = (),
+    ) -> Response:
+        """A write (POST, PUT, PATCH, DELETE) with a JSON body: the 2xx response, or one whose
+        status is in ``accept``. Only a 429 is retried (the server did not act on it): after a
+        5xx or a dropped connection the write may have happened, so the caller decides."""
+        data = orjson.dumps(body) if body is not None else None
+        attempts = max(1, self.retry.attempts)
+        for attempt in range(1, attempts + 1):
+            try:
+                resp = self._send(op, path, query, stream=False, method=method, body=data,
+                                  content_type=content_type)
+                raw = self._read(resp, path, op)
+            except _DROPPED as err:
+                raise errors.dropped(self.server, op, 1) from err
+            result = Response(resp.status, resp.reason or "", _header_map(resp), raw)
+            if 200 <= resp.status < 300 or resp.status in accept:
+                return result
+            if resp.status == 429 and attempt < attempts:
+                after = _retry_after(result)
+                self._wait(path, min(after if after is not None else self.retry.delay(attempt),
+                                     self.retry.max_retry_after))
+                continue
+            if resp.status == 429:
+                raise errors.throttled(self.server, op, attempts)
+            if resp.status >= 500:
+                raise errors.server_error(self.server, op, resp.status, result.reason, raw, 1)
+            raise self.status_error(op, result)
+        raise AssertionError("unreachable")  # pragma: no cover
+
     def stream(
         self, op: Op, path: str, query: Mapping[str, str], *, read_timeout: float,
         accept: Collection[int] = (),
@@ -246,7 +278,8 @@ class Transport:
 
     def _send(
         self, op: Op, path: str, query: Mapping[str, str] | None, *, stream: bool,
-        read_timeout: float | None = None,
+        read_timeout: float | None = None, method: str = "GET", body: bytes | None = None,
+        content_type: str = "application/json",
     ) -> urllib3.BaseHTTPResponse:
         down = self._down
         if down is not None:
@@ -256,9 +289,12 @@ class Transport:
         url = self._base + path + ("?" + urlencode(query) if query else "")
         timeout = urllib3.Timeout(connect=self.timeout, read=read_timeout or self.timeout)
         self.count(path, requests=1)
+        headers = self.headers()
+        if body is not None:
+            headers["Content-Type"] = content_type
         try:
             resp = self._pool.request(
-                "GET", url, headers=self.headers(), timeout=timeout, retries=False,
+                method, url, headers=headers, body=body, timeout=timeout, retries=False,
                 redirect=False, preload_content=False,
             )
             self._note_date(resp)
