@@ -18,6 +18,7 @@ from typing import TextIO
 from bot.render import render_json, render_text
 from handlers.errors import GpubotError, TargetNotFound
 from handlers.model import Diagnosis
+from handlers.runtime.source import MetricsSource
 from handlers.view import ClusterView, Reader, ViewError
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
@@ -55,6 +56,9 @@ def _add_source(p: argparse.ArgumentParser) -> None:
     src.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
     src.add_argument("--timeout", metavar="SECONDS", type=float, default=10.0,
                      help="timeout of each API request (default 10)")
+    src.add_argument("--prometheus", metavar="URL",
+                     help="Prometheus for Xid errors, idle GPUs and allocation (default: "
+                          "$GPUBOT_PROMETHEUS_URL; token: $GPUBOT_PROMETHEUS_TOKEN)")
     p.add_argument("-o", "--output", choices=("text", "json"), default="text",
                    help="text for people (default), json for tools")
     p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
@@ -118,6 +122,17 @@ class _Usage(GpubotError):
     pass
 
 
+def _metrics(args: argparse.Namespace) -> MetricsSource | None:
+    from bot.metrics.prometheus import open_prometheus
+    from handlers.runtime.source import MetricsError
+
+    try:
+        return open_prometheus(args.prometheus or os.environ.get("GPUBOT_PROMETHEUS_URL"),
+                               os.environ)
+    except MetricsError as e:
+        raise _Usage(str(e)) from None
+
+
 def _diagnose(args: argparse.Namespace, reader: Reader) -> Diagnosis:
     from handlers import doctor, nodes, pending_all, quota, why_pending
 
@@ -145,7 +160,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
 
     try:
         view = open_view(args, err)
-        diag = _diagnose(args, Reader(view))
+        diag = _diagnose(args, Reader(view, metrics=_metrics(args)))
     except (_Usage, UsageError) as e:
         err.write(f"gpubot: error: {e}\n")
         return EXIT_USAGE

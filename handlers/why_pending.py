@@ -17,6 +17,7 @@ from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.pending import placement, queueing, quota, spec
 from handlers.pending.context import PendingContext
+from handlers.runtime import checks as runtime
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import Obj, Reader, ViewError
 
@@ -233,6 +234,9 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
         diag.add_all(_bound_but_pending(ctx))
     else:
         _diagnose_unbound(ctx, diag)
+    bound = ctx.pod.get("spec", {}).get("nodeName")
+    runtime.enrich(reader, diag, nodes=[v.node for v in diag.nodes] or (
+        [bound] if bound else None), idle=True, namespace=ns)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
     return diag.finish()
 
