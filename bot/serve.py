@@ -23,9 +23,11 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
+from handlers.errors import GpubotError
 from handlers.view import ClusterView, ViewError
 
 if TYPE_CHECKING:
+    from bot.slack.app import SlackBot
     from bot.slack.config import Settings
     from bot.slack.server import BotServer
 
@@ -95,6 +97,25 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
     return SharedReads(live, ttl=settings.coalesce_ttl), probe, close
 
 
+def _metrics_and_alerts(bot: SlackBot, settings: Settings) -> None:
+    """Prometheus for the diagnoses and POST /alertmanager, when configured."""
+    from bot.alerts.service import open_alerts
+    from bot.metrics.prometheus import open_prometheus
+    from handlers.runtime.source import MetricsError
+
+    try:
+        bot.prometheus = open_prometheus(
+            settings.prometheus_url, {"GPUBOT_PROMETHEUS_TOKEN": settings.prometheus_token or "",
+                                      "GPUBOT_PROMETHEUS_PASSWORD":
+                                          settings.prometheus_password or ""},
+            timeout=settings.prometheus_timeout, username=settings.prometheus_user,
+            ca_file=settings.prometheus_ca_file, insecure=settings.prometheus_insecure,
+            idle_window=settings.idle_window, idle_threshold=settings.idle_threshold)
+    except MetricsError as e:
+        raise GpubotError(str(e)) from None
+    bot.alerts = open_alerts(bot, settings)
+
+
 def _logging(level: str, secrets: list[str]) -> None:
     from bot.slack import redact
 
@@ -129,6 +150,13 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
         err.write(f"gpubot: {e}\n")
         return EXIT_NOT_FOUND
     bot = SlackBot(settings, view, cluster_probe=probe)
+    try:
+        _metrics_and_alerts(bot, settings)
+    except GpubotError as e:
+        err.write(f"gpubot: {e}\n")
+        bot.close(0)
+        close_view()
+        return EXIT_USAGE
     try:
         server = BotServer(bot)
     except OSError as e:

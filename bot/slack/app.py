@@ -155,6 +155,8 @@ class SlackBot:
         self._rechecking: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self.socket_handler: Any = None
+        self.alerts: Any = None  # bot.alerts.receiver.AlertReceiver (POST /alertmanager)
+        self.prometheus: Any = None  # handlers.runtime.source.MetricsSource, if configured
         self._auth: tuple[float, bool] | None = None
         self._cluster: tuple[float, bool] | None = None
         self.app = self._build_app()
@@ -196,6 +198,8 @@ class SlackBot:
                 self.socket_handler.close()
             except Exception:  # closing a dead socket must not stop the shutdown
                 log.debug("closing Socket Mode", exc_info=True)
+        if self.alerts is not None:
+            self.alerts.close(timeout)
         self.pool.shutdown(timeout)
         self.io.shutdown(wait=True)
         self.listener_executor.shutdown(wait=False)
@@ -434,7 +438,7 @@ class SlackBot:
 
     def diagnose(self, cmd: Command, deadline: Deadline) -> Diagnosis:
         view = GuardedView(self.view, deadline)
-        diag = run_command(Reader(view), cmd)
+        diag = run_command(Reader(view, metrics=self.prometheus), cmd)
         for problem in view.problems:
             line = f"not read: {problem}"
             if line not in diag.unchecked:

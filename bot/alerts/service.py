@@ -1,0 +1,75 @@
+"""Wiring: the alert receiver of a running SlackBot (``gpubot serve``).
+
+Enabled when ``GPUBOT_ALERT_TOKEN`` is set; cards go to ``GPUBOT_ALERT_CHANNEL`` unless a
+route in ``GPUBOT_ALERT_ROUTES`` matches. The groupKey -> card map lives in the store
+(``GPUBOT_STORE_PATH``, SQLite by default).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from typing import TYPE_CHECKING
+
+from bot.alerts.notifier import AlertNotifier, Pacer
+from bot.alerts.receiver import AlertReceiver
+from bot.alerts.routing import RouteError, parse_routes
+from bot.alerts.threads import AlertThreads, SlackPort
+from bot.slack.blocks import Message, Rendered
+from bot.slack.commands import Command
+from bot.slack.config import ConfigError, Settings
+from bot.slack.pool import Deadline
+from bot.store import Store, StoreError, open_store
+from handlers.model import Diagnosis
+
+if TYPE_CHECKING:
+    from bot.slack.app import SlackBot
+
+log = logging.getLogger("gpubot.alerts")
+
+
+def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None,
+                pace: float = 1.0, workers: int = 2, max_groups: int = 256
+                ) -> AlertReceiver | None:
+    """The receiver, or None when no alert token is set. Raises ConfigError."""
+    if not settings.alert_token:
+        return None
+    try:
+        routes = parse_routes(settings.alert_routes)
+    except RouteError as err:
+        raise ConfigError(str(err)) from None
+    if not settings.alert_channel and not routes:
+        raise ConfigError("GPUBOT_ALERT_TOKEN is set but no channel for alert cards: set "
+                          "GPUBOT_ALERT_CHANNEL (or GPUBOT_ALERT_ROUTES)")
+    owned = store is None
+    if store is None:
+        path = os.environ.get("GPUBOT_STORE_PATH") or os.path.join(
+            tempfile.gettempdir(), "gpubot-state.db")
+        try:
+            store = open_store("sqlite", path=path)
+        except StoreError as err:
+            raise ConfigError(f"cannot open the store for alert threads: {err}") from None
+    pacer = Pacer(pace)
+
+    def post(channel: str, m: Message, thread_ts: str | None) -> str:
+        pacer.wait(channel)
+        return bot._post(channel, m, thread_ts=thread_ts)
+
+    def update(channel: str, ts: str, m: Message) -> None:
+        pacer.wait(channel)
+        bot._call("chat_update", channel=channel, ts=ts, text=m.text, blocks=m.blocks)
+
+    def diagnose(cmd: Command) -> Diagnosis:
+        deadline = Deadline(settings.deadline)
+        deadline.start()
+        return bot.diagnose(cmd, deadline)
+
+    def render(cmd: Command, diag: Diagnosis) -> Rendered:
+        return bot.renderer.render(diag, argv=cmd.argv(), source=bot.view.source,
+                                   command_prefix=settings.command)
+
+    threads = AlertThreads(store, SlackPort(post, update), bot.renderer, diagnose, render)
+    notifier = AlertNotifier(threads.handle, max_groups=max_groups, workers=workers)
+    return AlertReceiver(notifier, settings.alert_token, settings.alert_channel, routes,
+                         on_close=store.close if owned else None)
