@@ -13,13 +13,15 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from bot.render import render_json, render_text
 from handlers.errors import GpubotError, TargetNotFound
 from handlers.model import Diagnosis
-from handlers.runtime.source import MetricsSource
 from handlers.view import ClusterView, Reader, ViewError
+
+if TYPE_CHECKING:
+    from bot.metrics.prometheus import PrometheusMetrics
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 
@@ -122,7 +124,7 @@ class _Usage(GpubotError):
     pass
 
 
-def _metrics(args: argparse.Namespace) -> MetricsSource | None:
+def _metrics(args: argparse.Namespace) -> PrometheusMetrics | None:
     from bot.metrics.prometheus import open_prometheus
     from handlers.runtime.source import MetricsError
 
@@ -160,7 +162,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
 
     try:
         view = open_view(args, err)
-        diag = _diagnose(args, Reader(view, metrics=_metrics(args)))
+        metrics = _metrics(args)
+        try:
+            diag = _diagnose(args, Reader(view, metrics=metrics))
+        finally:
+            if metrics is not None:
+                metrics.close()
     except (_Usage, UsageError) as e:
         err.write(f"gpubot: error: {e}\n")
         return EXIT_USAGE

@@ -201,6 +201,8 @@ class SlackBot:
         if self.alerts is not None:
             self.alerts.close(timeout)
         self.pool.shutdown(timeout)
+        if self.prometheus is not None and hasattr(self.prometheus, "close"):
+            self.prometheus.close()
         self.io.shutdown(wait=True)
         self.listener_executor.shutdown(wait=False)
 
