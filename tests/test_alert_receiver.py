@@ -84,6 +84,8 @@ def test_a_bearer_token_is_required(h: BotHarness) -> None:
     assert send(h, webhook([PENDING]), {"Authorization": f"Basic {TOKEN}"})[0] == 401
     settle(h)
     assert h.slack.calls("chat.postMessage") == []
+    status, metrics = h.get("/metrics")
+    assert 'gpubot_alert_webhooks_total{outcome="unauthorized"} 3.0' in metrics
 
 
 @pytest.mark.parametrize(("payload", "words"), [

@@ -26,15 +26,19 @@ log = logging.getLogger("gpubot.alerts")
 
 PATH = "/alertmanager"
 MAX_BODY = 1 << 20
+_OUTCOMES = {202: "queued", 400: "malformed", 401: "unauthorized", 405: "bad_method",
+             413: "too_large", 503: "queue_full"}
 _REASONS = {202: "Accepted", 400: "Bad Request", 401: "Unauthorized", 405: "Method Not Allowed",
             413: "Content Too Large", 503: "Service Unavailable"}
 
 
 class AlertReceiver:
     def __init__(self, notifier: AlertNotifier, token: str, default_channel: str | None,
-                 routes: list[Route], on_close: Callable[[], None] | None = None) -> None:
+                 routes: list[Route], on_close: Callable[[], None] | None = None,
+                 count: Callable[[str], None] = lambda outcome: None) -> None:
         self.notifier = notifier
         self._on_close = on_close
+        self._count = count  # gpubot_alert_webhooks_total{outcome}
         self._token = token.encode()
         self.default_channel = default_channel
         self.routes = routes
@@ -47,6 +51,19 @@ class AlertReceiver:
 
     def __call__(self, environ: WSGIEnvironment,
                  start_response: StartResponse) -> Iterable[bytes]:
+        status = [0]
+
+        def counted(line: str, headers: list[tuple[str, str]], exc: Any = None) -> Any:
+            status[0] = int(line.split()[0])
+            return start_response(line, headers)
+
+        try:
+            return self._serve(environ, counted)
+        finally:
+            self._count(_OUTCOMES.get(status[0], str(status[0])))
+
+    def _serve(self, environ: WSGIEnvironment,
+               start_response: StartResponse) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") != "POST":
             return _answer(start_response, 405, {"error": "POST Alertmanager's webhook here"})
         auth = str(environ.get("HTTP_AUTHORIZATION", ""))

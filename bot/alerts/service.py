@@ -2,7 +2,7 @@
 
 Enabled when ``GPUBOT_ALERT_TOKEN`` is set; cards go to ``GPUBOT_ALERT_CHANNEL`` unless a
 route in ``GPUBOT_ALERT_ROUTES`` matches. The groupKey -> card map lives in the store
-(``GPUBOT_STORE_PATH``, SQLite by default).
+(SQLite at ``GPUBOT_STORE_PATH``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import logging
 import os
 import tempfile
 from typing import TYPE_CHECKING
+
+from prometheus_client import Counter, Gauge
 
 from bot.alerts.notifier import AlertNotifier, Pacer
 from bot.alerts.receiver import AlertReceiver
@@ -44,8 +46,10 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
                           "GPUBOT_ALERT_CHANNEL (or GPUBOT_ALERT_ROUTES)")
     owned = store is None
     if store is None:
-        path = os.environ.get("GPUBOT_STORE_PATH") or os.path.join(
-            tempfile.gettempdir(), "gpubot-state.db")
+        path = settings.store_path or os.path.join(tempfile.gettempdir(), "gpubot-state.db")
+        if not settings.store_path:
+            log.warning("alert threads kept in %s: set GPUBOT_STORE_PATH to a volume so "
+                        "that they survive the pod", path)
         try:
             store = open_store("sqlite", path=path)
         except StoreError as err:
@@ -71,5 +75,11 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
 
     threads = AlertThreads(store, SlackPort(post, update), bot.renderer, diagnose, render)
     notifier = AlertNotifier(threads.handle, max_groups=max_groups, workers=workers)
+    registry = bot.metrics.registry
+    webhooks = Counter("gpubot_alert_webhooks", "Alertmanager webhooks, by outcome.",
+                       ("outcome",), registry=registry)
+    Gauge("gpubot_alert_groups_queued", "Alert groups waiting for Slack.",
+          registry=registry).set_function(lambda: notifier.queued)
     return AlertReceiver(notifier, settings.alert_token, settings.alert_channel, routes,
-                         on_close=store.close if owned else None)
+                         on_close=store.close if owned else None,
+                         count=lambda outcome: webhooks.labels(outcome=outcome).inc())

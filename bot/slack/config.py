@@ -72,6 +72,7 @@ ENV = {
     "idle_threshold": "GPUBOT_IDLE_THRESHOLD",
     "alert_channel": "GPUBOT_ALERT_CHANNEL",
     "alert_routes": "GPUBOT_ALERT_ROUTES",
+    "store_path": "GPUBOT_STORE_PATH",
 }
 
 MODES = ("socket", "http")
@@ -113,6 +114,7 @@ class Settings:
     idle_threshold: float = 5.0  # percent utilisation
     alert_channel: str | None = None  # where alert cards go unless a route says otherwise
     alert_routes: str | None = None  # "label=value=CHANNEL;..." (bot/alerts/routing.py)
+    store_path: str | None = None  # SQLite file of bot/store (default: in the temp dir)
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)

@@ -1,0 +1,63 @@
+"""Alert threads shared by replicas: two bots on one store post one card per group."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from bot.alerts.notifier import AlertNotifier
+from bot.alerts.payload import parse
+from bot.alerts.threads import AlertThreads, SlackPort
+from bot.slack.blocks import Message, Rendered, Renderer
+from bot.slack.commands import Command
+from bot.store.sqlite import SqliteStore
+from handlers.model import Diagnosis
+from tests.alert_payloads import alert, webhook
+
+
+class RecordingSlack:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.posts: list[tuple[str, str | None, str]] = []
+        self.updates: list[tuple[str, str]] = []
+
+    def post(self, channel: str, m: Message, thread_ts: str | None) -> str:
+        time.sleep(0.2)  # a slow Slack widens the window in which replicas could race
+        with self.lock:
+            self.posts.append((channel, thread_ts, m.text))
+            return f"1700000000.{len(self.posts):06d}"
+
+    def update(self, channel: str, ts: str, m: Message) -> None:
+        with self.lock:
+            self.updates.append((ts, m.text))
+
+
+def _replica(store: SqliteStore, slack: RecordingSlack) -> AlertNotifier:
+    def diagnose(cmd: Command) -> Diagnosis:
+        return Diagnosis(cmd.name, cmd.line()).finish()
+
+    def render(cmd: Command, diag: Diagnosis) -> Rendered:
+        return Renderer().render(diag, argv=cmd.argv())
+
+    threads = AlertThreads(store, SlackPort(slack.post, slack.update), Renderer(), diagnose,
+                           render)
+    return AlertNotifier(threads.handle, retry_delay=0.1)
+
+
+def test_two_replicas_sharing_the_store_post_one_card(tmp_path: Path) -> None:
+    import json
+
+    slack = RecordingSlack()
+    stores = [SqliteStore(str(tmp_path / "state.db")) for _ in range(2)]
+    replicas = [_replica(s, slack) for s in stores]
+    body = json.dumps(webhook([alert("GPUXidErrors", Hostname="n1", gpu="0")])).encode()
+    for r in replicas:  # Alertmanager HA: each instance notifies, each replica receives one
+        assert r.submit(parse(body), "C1")
+    for r in replicas:
+        assert r.idle(20)
+        r.close()
+    cards = [p for p in slack.posts if p[1] is None]
+    assert len(cards) == 1, slack.posts
+    for s in stores:
+        s.close()
