@@ -316,3 +316,19 @@ def test_a_full_queue_answers_503_and_alertmanager_retries(store: SqliteStore) -
         answers = [send(h, webhook([PENDING], key=f"g{i}"))[0] for i in range(4)]
         assert answers[0] == 202 and 503 in answers
         settle(h)
+
+
+def test_the_channel_map_holds_for_alert_diagnoses(store: SqliteStore) -> None:
+    with BotHarness(HELD, alert_token=TOKEN, alert_channel=CHANNEL,
+                    channel_namespaces={CHANNEL: frozenset({"vision"})}) as h:
+        _start(h, store)
+        send(h, webhook([PENDING]))
+        settle(h)
+        (card,) = cards(h)
+        text = " ".join(text_of(c) for c in thread(h, card.response["ts"]))
+        assert "not diagnosed here" in text and "INSUFFICIENT_GPU" not in text
+        send(h, webhook([PENDING, alert("GPUPodPendingTooLong", namespace="ml-team",
+                                        pod="train-1")]))
+        settle(h)
+        refusals = [c for c in thread(h, card.response["ts"]) if "not diagnosed" in text_of(c)]
+        assert len(refusals) == 2  # one per target, never repeated for the same one

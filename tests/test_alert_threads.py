@@ -34,7 +34,7 @@ class RecordingSlack:
 
 
 def _replica(store: SqliteStore, slack: RecordingSlack) -> AlertNotifier:
-    def diagnose(cmd: Command) -> Diagnosis:
+    def diagnose(cmd: Command, channel: str) -> Diagnosis:
         return Diagnosis(cmd.name, cmd.line()).finish()
 
     def render(cmd: Command, diag: Diagnosis) -> Rendered:

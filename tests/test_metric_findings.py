@@ -143,3 +143,27 @@ def test_allocation_and_quota_figures_from_kube_state_metrics() -> None:
 def test_label_variants(labels: dict[str, str], pod: tuple[str, str] | None, node: str) -> None:
     assert pod_of(labels) == pod
     assert node_of(labels) == node
+
+
+def test_pods_younger_than_the_window_are_not_called_idle() -> None:
+    util = [_util(0.0, pod="llm-pretrain-worker-0", namespace="research", Hostname=N1)]
+    long = FakeMetrics({"DCGM_FI_DEV_GPU_UTIL": util}, idle_window="3650d")
+    assert "GPU_IDLE_ALLOCATED" not in _why(long).codes
+    short = FakeMetrics({"DCGM_FI_DEV_GPU_UTIL": util}, idle_window="30m")
+    assert "GPU_IDLE_ALLOCATED" in _why(short).codes
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("1h", 3600), ("1h30m", 5400), ("90s", 90),
+                                               ("2d", 172800), ("1x", None), ("h", None)])
+def test_promql_durations(text: str, seconds: float | None) -> None:
+    from handlers.runtime.checks import duration_seconds
+
+    assert duration_seconds(text) == seconds
+
+
+def test_label_values_are_quoted_in_promql() -> None:
+    from handlers.runtime.checks import _Run, quota_figures
+
+    metrics = FakeMetrics()
+    quota_figures(_Run(metrics), 'ml"} or vector(1) #')
+    assert 'namespace="ml\\"} or vector(1) #"' in metrics.queries[0]

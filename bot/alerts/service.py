@@ -18,17 +18,23 @@ from bot.alerts.notifier import AlertNotifier, Pacer
 from bot.alerts.receiver import AlertReceiver
 from bot.alerts.routing import RouteError, parse_routes
 from bot.alerts.threads import AlertThreads, SlackPort
+from bot.slack.access import Refusal
 from bot.slack.blocks import Message, Rendered
 from bot.slack.commands import Command
 from bot.slack.config import ConfigError, Settings
 from bot.slack.pool import Deadline
 from bot.store import Store, StoreError, open_store
+from handlers.errors import GpubotError
 from handlers.model import Diagnosis
 
 if TYPE_CHECKING:
     from bot.slack.app import SlackBot
 
 log = logging.getLogger("gpubot.alerts")
+
+
+class NotAllowed(GpubotError):
+    """The channel's namespace map does not let it see this diagnosis."""
 
 
 def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None,
@@ -64,10 +70,15 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
         pacer.wait(channel)
         bot._call("chat_update", channel=channel, ts=ts, text=m.text, blocks=m.blocks)
 
-    def diagnose(cmd: Command) -> Diagnosis:
+    def diagnose(cmd: Command, channel: str) -> Diagnosis:
+        # The channel map holds for alerts too: no namespace's data in a channel that may
+        # not query it (the card itself carries only the alert's own labels).
+        resolved = bot.policy.resolve(cmd, channel, "", "alertmanager")
+        if isinstance(resolved, Refusal):
+            raise NotAllowed(resolved.message)
         deadline = Deadline(settings.deadline)
         deadline.start()
-        return bot.diagnose(cmd, deadline)
+        return bot.diagnose(resolved, deadline)
 
     def render(cmd: Command, diag: Diagnosis) -> Rendered:
         return bot.renderer.render(diag, argv=cmd.argv(), source=bot.view.source,

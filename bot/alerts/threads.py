@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,6 +29,7 @@ from bot.alerts.payload import AlertGroup
 from bot.slack.blocks import Message, Rendered, Renderer
 from bot.slack.commands import Command
 from bot.store import Record, Store
+from handlers.errors import GpubotError
 from handlers.model import Diagnosis
 from handlers.timefmt import age_text, parse_time
 
@@ -61,7 +63,7 @@ def _digest(value: Any) -> str:
 
 class AlertThreads:
     def __init__(self, store: Store, slack: SlackPort, renderer: Renderer,
-                 diagnose: Callable[[Command], Diagnosis],
+                 diagnose: Callable[[Command, str], Diagnosis],
                  render: Callable[[Command, Diagnosis], Rendered],
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
@@ -70,6 +72,7 @@ class AlertThreads:
         self.diagnose = diagnose
         self.render = render
         self.clock = clock
+        self.owner = uuid.uuid4().hex  # this replica: its own unfinished claim is its to finish
 
     # -- the record -------------------------------------------------------------------------
 
@@ -81,7 +84,8 @@ class AlertThreads:
             if rec is not None:
                 return rec, False
             data: dict[str, Any] = {"group_key": group.group_key, "channel": channel, "ts": None,
-                    "claimed": self.clock(), "alerts": {}, "card": "", "codes": {}}
+                                    "owner": self.owner, "claimed": self.clock(), "alerts": {},
+                                    "card": "", "codes": {}}
             if self.store.create(COLLECTION, key, data):
                 rec = self.store.get(COLLECTION, key)
                 if rec is not None:
@@ -101,10 +105,11 @@ class AlertThreads:
     def handle(self, group: AlertGroup, channel: str) -> None:
         rec, mine = self._claim(group, channel)
         data = dict(rec.data)
+        mine = mine or data.get("owner") == self.owner
         if data.get("ts") is None and not mine:
             if self.clock() - float(data.get("claimed") or 0) < CLAIM_TIMEOUT:
                 raise Retry("another replica is posting this group's card")
-            mine = True  # its claim is stale: take the group over
+            data["owner"] = self.owner  # its claim is stale: take the group over
         before = dict(data.get("alerts") or {})
         alerts = _merge(before, group)
         data["alerts"] = alerts
@@ -140,12 +145,17 @@ class AlertThreads:
         """Run each diagnosis; post it in the thread when its codes differ from last time."""
         for cmd in commands:
             try:
-                diag = self.diagnose(cmd)
+                diag = self.diagnose(cmd, channel)
             except Exception as err:  # a diagnosis that fails must not lose the alert
                 log.warning("alert diagnosis %s failed: %s", cmd.line(), type(err).__name__)
-                text = f"gpubot {cmd.line()} could not finish: {type(err).__name__}: {err}"
-                self.slack.post(channel, Message("error", text, [{"type": "section", "text": {
-                    "type": "plain_text", "text": text[:2900], "emoji": False}}]), ts)
+                why = str(err) if isinstance(err, GpubotError) else (
+                    f"it failed ({type(err).__name__}); the bot's log has the details")
+                if codes.get(cmd.line()) != [f"error: {why}"]:
+                    codes[cmd.line()] = [f"error: {why}"]
+                    text = f"gpubot {cmd.line()}: not diagnosed here: {why}"
+                    self.slack.post(channel, Message("error", text, [{
+                        "type": "section", "text": {"type": "plain_text", "text": text[:2900],
+                                                    "emoji": False}}]), ts)
                 continue
             now = sorted({f.code for f in diag.findings})
             if codes.get(cmd.line()) == now:

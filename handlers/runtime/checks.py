@@ -8,6 +8,8 @@ A backend that cannot answer, or a series no exporter writes, becomes one
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -15,6 +17,7 @@ from handlers.knowledge.xid import xid_info
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.runtime.labels import gpu_of, node_of, pod_of
 from handlers.runtime.source import MetricsError, MetricsSource, Sample
+from handlers.timefmt import seconds_since
 from handlers.view import Reader
 
 XID = "DCGM_FI_DEV_XID_ERRORS"
@@ -91,6 +94,11 @@ class _Run:
                 diag.unchecked.append(line)
 
 
+def _quote(value: str) -> str:
+    """A PromQL string literal (Go's quoting rules, which JSON's escapes satisfy)."""
+    return json.dumps(value)
+
+
 def _node_match(label: str, nodes: set[str] | None) -> bool:
     # DCGM's Hostname may be the node's FQDN while the node is named by its short name.
     return nodes is None or label in nodes or label.split(".")[0] in nodes
@@ -108,8 +116,10 @@ def check_xid(run: _Run, nodes: Iterable[str] | None) -> list[Finding]:
             continue
         info = xid_info(code)
         gpu = gpu_of(s.labels)
-        evidence = [f"{XID}{{Hostname={node!r}, {gpu}}} = {code} (the last Xid this GPU "
-                    "reported; it stays until the GPU is reset)"]
+        shown = ", ".join(f"{k}={_quote(v)}" for k, v in sorted(s.labels.items())
+                          if k in ("Hostname", "node", "gpu", "UUID", "modelName"))
+        evidence = [f"{XID}{{{shown}}} = {code} (the last Xid this GPU reported; it stays "
+                    "until the GPU is reset)"]
         if info is None:
             severity = Severity.WARNING
             summary = (f"GPU {gpu} on {node} reported Xid {code}, which gpubot's table does "
@@ -138,6 +148,30 @@ def check_xid(run: _Run, nodes: Iterable[str] | None) -> list[Finding]:
     return out
 
 
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def duration_seconds(text: str) -> float | None:
+    """A PromQL duration (``1h30m``) in seconds; None when unreadable."""
+    parts = re.findall(r"(\d+)(ms|[smhdwy])", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        return None
+    return sum(int(n) * _UNITS[u] for n, u in parts)
+
+
+def _younger(reader: Reader, held: tuple[str, str], span: float | None) -> bool:
+    """True when the pod has run for less than the window: too soon to call it idle."""
+    if span is None:
+        return False
+    pod = reader.get("Pod", held[1], held[0])
+    if pod is None:
+        return False
+    started = pod.get("status", {}).get("startTime") or pod.get("metadata", {}).get(
+        "creationTimestamp")
+    age = seconds_since(reader.now(), started)
+    return age is not None and age < span
+
+
 def _owner(reader: Reader, ns: str, pod: str) -> str:
     """``deployment/x`` (through its ReplicaSet), ``job/y``...; ``pod/z`` when it has none."""
     obj = reader.get("Pod", pod, ns)
@@ -160,9 +194,10 @@ def check_idle(run: _Run, reader: Reader, diag: Diagnosis) -> list[Finding]:
     q = f"max_over_time({UTIL}[{window}])"
     samples = run.query(q, f"idle GPUs ({UTIL} from dcgm-exporter)")
     idle: dict[tuple[str, str], list[str]] = {}
+    span = duration_seconds(window)
     for s in samples or []:
         held = pod_of(s.labels)
-        if held is None or s.value >= threshold:
+        if held is None or s.value >= threshold or _younger(reader, held, span):
             continue
         idle.setdefault(held, []).append(
             f"{held[0]}/{held[1]} on {node_of(s.labels) or '?'} {gpu_of(s.labels)}: "
@@ -209,7 +244,7 @@ def allocation_figures(run: _Run) -> None:
 
 
 def quota_figures(run: _Run, namespace: str) -> None:
-    q = (f'kube_resourcequota{{namespace="{namespace}", '
+    q = (f'kube_resourcequota{{namespace={_quote(namespace)}, '
          r'resource=~"(requests|limits)\\.nvidia\\.com/.+|nvidia\\.com/.+"}')
     samples = run.query(q, "GPU quota (kube_resourcequota)", required=False)
     rows: dict[tuple[str, str], dict[str, float]] = {}
