@@ -5,15 +5,21 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from bot.alerts.notifier import AlertNotifier
 from bot.alerts.payload import parse
 from bot.alerts.threads import AlertThreads, SlackPort
 from bot.slack.blocks import Message, Rendered, Renderer
 from bot.slack.commands import Command
+from bot.store import Store, open_store
 from bot.store.sqlite import SqliteStore
 from handlers.model import Diagnosis
 from tests.alert_payloads import alert, webhook
+from tests.fake_kube import FakeKube
+from tests.fake_kube.fixtures import connect
 
 
 class RecordingSlack:
@@ -33,7 +39,7 @@ class RecordingSlack:
             self.updates.append((ts, m.text))
 
 
-def _replica(store: SqliteStore, slack: RecordingSlack) -> AlertNotifier:
+def _replica(store: Store, slack: RecordingSlack) -> AlertNotifier:
     def diagnose(cmd: Command, channel: str) -> Diagnosis:
         return Diagnosis(cmd.name, cmd.line()).finish()
 
@@ -45,11 +51,20 @@ def _replica(store: SqliteStore, slack: RecordingSlack) -> AlertNotifier:
     return AlertNotifier(threads.handle, retry_delay=0.1)
 
 
-def test_two_replicas_sharing_the_store_post_one_card(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "kubernetes"])
+def test_two_replicas_sharing_the_store_post_one_card(tmp_path: Path, backend: str) -> None:
     import json
 
     slack = RecordingSlack()
-    stores = [SqliteStore(str(tmp_path / "state.db")) for _ in range(2)]
+    if backend == "sqlite":
+        stores: list[Store] = [SqliteStore(str(tmp_path / "state.db")) for _ in range(2)]
+        clients: list[Any] = []
+    else:
+        fake = FakeKube(objects=[{"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": "gpubot"}}]).start()
+        clients = [connect(fake, tmp_path, f"kubeconfig-{i}") for i in range(2)]
+        stores = [open_store("kubernetes", api_client=c, namespace="gpubot", timeout=5)
+                  for c in clients]
     replicas = [_replica(s, slack) for s in stores]
     body = json.dumps(webhook([alert("GPUXidErrors", Hostname="n1", gpu="0")])).encode()
     for r in replicas:  # Alertmanager HA: each instance notifies, each replica receives one
@@ -59,5 +74,10 @@ def test_two_replicas_sharing_the_store_post_one_card(tmp_path: Path) -> None:
         r.close()
     cards = [p for p in slack.posts if p[1] is None]
     assert len(cards) == 1, slack.posts
+    assert any(p[1] is not None for p in slack.posts)  # the diagnosis, in its thread
     for s in stores:
         s.close()
+    for c in clients:
+        c.close()
+    if backend == "kubernetes":
+        fake.stop()

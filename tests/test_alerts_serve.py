@@ -78,3 +78,10 @@ def test_serve_takes_alerts_and_diagnoses_with_an_unreachable_prometheus(
             stop.set()
             t.join(20)
         assert result == [0]
+
+
+def test_the_kubernetes_store_needs_a_live_cluster() -> None:
+    code, err = run_serve(["--snapshot", str(ROOT / "examples/gpu-fragmentation")], {
+        "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "GPUBOT_ALERT_TOKEN": TOKEN,
+        "GPUBOT_ALERT_CHANNEL": "C1", "GPUBOT_STORE": "kubernetes"})
+    assert code == 2 and "needs a live cluster" in err

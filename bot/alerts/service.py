@@ -1,15 +1,15 @@
 """Wiring: the alert receiver of a running SlackBot (``gpubot serve``).
 
 Enabled when ``GPUBOT_ALERT_TOKEN`` is set; cards go to ``GPUBOT_ALERT_CHANNEL`` unless a
-route in ``GPUBOT_ALERT_ROUTES`` matches. The groupKey -> card map lives in the store
-(SQLite at ``GPUBOT_STORE_PATH``).
+route in ``GPUBOT_ALERT_ROUTES`` matches. The groupKey -> card map lives in the store:
+``GPUBOT_STORE=sqlite`` (a file, ``GPUBOT_STORE_PATH``) or ``kubernetes`` (ConfigMaps in
+``GPUBOT_STORE_NAMESPACE``, shared by replicas).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Gauge
@@ -37,6 +37,36 @@ class NotAllowed(GpubotError):
     """The channel's namespace map does not let it see this diagnosis."""
 
 
+SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def _open_store(settings: Settings, view: object) -> Store:
+    """The store the settings name: SQLite (a file) or Kubernetes (ConfigMaps, through the
+    live view's API client: several replicas share it)."""
+    path = settings.store_path or os.path.expanduser("~/.local/state/gpubot/state.db")
+    live = view
+    while live is not None and not hasattr(live, "api_client"):
+        live = getattr(live, "view", None)  # SharedReads and GuardedView wrap the LiveView
+    namespace = settings.store_namespace
+    if not namespace:
+        try:
+            with open(SA_NAMESPACE) as f:
+                namespace = f.read().strip()
+        except OSError:
+            namespace = "default"
+    try:
+        if settings.store == "sqlite":
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        elif live is None:
+            raise StoreError("the kubernetes store needs a live cluster, not a snapshot")
+        return open_store(settings.store, path=path,
+                          api_client=getattr(live, "api_client", None), namespace=namespace,
+                          timeout=settings.kube_timeout)
+    except (StoreError, OSError) as err:
+        raise ConfigError(f"cannot open the store for alert threads ({settings.store}): "
+                          f"{err}") from None
+
+
 def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None,
                 pace: float = 1.0, workers: int = 2, max_groups: int = 256
                 ) -> AlertReceiver | None:
@@ -52,14 +82,7 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
                           "GPUBOT_ALERT_CHANNEL (or GPUBOT_ALERT_ROUTES)")
     owned = store is None
     if store is None:
-        path = settings.store_path or os.path.join(tempfile.gettempdir(), "gpubot-state.db")
-        if not settings.store_path:
-            log.warning("alert threads kept in %s: set GPUBOT_STORE_PATH to a volume so "
-                        "that they survive the pod", path)
-        try:
-            store = open_store("sqlite", path=path)
-        except StoreError as err:
-            raise ConfigError(f"cannot open the store for alert threads: {err}") from None
+        store = _open_store(settings, bot.view)
     pacer = Pacer(pace)
 
     def post(channel: str, m: Message, thread_ts: str | None) -> str:

@@ -72,7 +72,9 @@ ENV = {
     "idle_threshold": "GPUBOT_IDLE_THRESHOLD",
     "alert_channel": "GPUBOT_ALERT_CHANNEL",
     "alert_routes": "GPUBOT_ALERT_ROUTES",
+    "store": "GPUBOT_STORE",
     "store_path": "GPUBOT_STORE_PATH",
+    "store_namespace": "GPUBOT_STORE_NAMESPACE",
 }
 
 MODES = ("socket", "http")
@@ -114,7 +116,9 @@ class Settings:
     idle_threshold: float = 5.0  # percent utilisation
     alert_channel: str | None = None  # where alert cards go unless a route says otherwise
     alert_routes: str | None = None  # "label=value=CHANNEL;..." (bot/alerts/routing.py)
-    store_path: str | None = None  # SQLite file of bot/store (default: in the temp dir)
+    store: str = "sqlite"  # or "kubernetes" (ConfigMaps in store_namespace; many replicas)
+    store_path: str = ""  # sqlite file; "": ~/.local/state/gpubot/state.db
+    store_namespace: str = ""  # "": the pod's own namespace (service account), or default
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
