@@ -332,3 +332,17 @@ def test_the_channel_map_holds_for_alert_diagnoses(store: SqliteStore) -> None:
         settle(h)
         refusals = [c for c in thread(h, card.response["ts"]) if "not diagnosed" in text_of(c)]
         assert len(refusals) == 2  # one per target, never repeated for the same one
+
+
+def test_a_group_of_many_targets_diagnoses_the_first_five_and_says_so(h: BotHarness) -> None:
+    pods = [alert("GPUPodPendingTooLong", namespace="ml-team", pod=f"train-{i}")
+            for i in range(7)]
+    send(h, webhook(pods))
+    settle(h)
+    (card,) = cards(h)
+    assert "diagnosis of 5 of 7 targets in the thread" in text_of(card)
+    text = " ".join(text_of(c) for c in thread(h, card.response["ts"]))
+    assert "INSUFFICIENT_GPU" in text  # train-0 exists in the snapshot
+    for i in range(1, 5):  # the others do not: said, not lost
+        assert f"why-pending ml-team/train-{i}: not diagnosed here: pod" in text
+    assert "why-pending ml-team/train-5" not in text and "ml-team/train-6:" not in text

@@ -172,3 +172,17 @@ def test_cli_why_pending_with_prometheus_names_the_idle_pods(stack: dict[str, An
     assert codes[0] == "INSUFFICIENT_GPU" and "GPU_IDLE_ALLOCATED" in codes
 
 
+def test_absent_tells_a_missing_exporter_from_a_clean_answer(stack: dict[str, Any]) -> None:
+    """The checks ask `(filter) or on () absent(metric)`: the real Prometheus answers one
+    labelless sample only when no exporter writes the metric."""
+    prom = PrometheusMetrics(PrometheusConfig(stack["prom"], timeout=5))
+    try:
+        clean = prom.instant("(DCGM_FI_DEV_XID_ERRORS > 1000) or on () "
+                             "absent(DCGM_FI_DEV_XID_ERRORS)")
+        missing = prom.instant("(DCGM_FI_PROF_NOPE > 0) or on () absent(DCGM_FI_PROF_NOPE)")
+    finally:
+        prom.close()
+    assert clean == []
+    assert [(dict(s.labels), s.value) for s in missing] == [({}, 1.0)]
+
+

@@ -43,11 +43,11 @@ def command_for(labels: Mapping[str, str]) -> Command | None:
     return build(labels) if build else None
 
 
-def commands_for(alerts: Iterable[Mapping[str, str]], limit: int = 5) -> list[Command]:
-    """The distinct diagnoses a group's firing alerts ask for, at most ``limit``."""
+def commands_for(alerts: Iterable[Mapping[str, str]]) -> list[Command]:
+    """The distinct diagnoses a group's alerts ask for, in the alerts' order."""
     out: dict[str, Command] = {}
     for labels in alerts:
         cmd = command_for(labels)
-        if cmd is not None and cmd.line() not in out and len(out) < limit:
-            out[cmd.line()] = cmd
+        if cmd is not None:
+            out.setdefault(cmd.line(), cmd)
     return list(out.values())

@@ -37,6 +37,7 @@ log = logging.getLogger("gpubot.alerts")
 
 COLLECTION = "alert-threads"
 MAX_ALERTS = 500  # kept per group (firing ones first)
+MAX_DIAGNOSES = 5  # per group and change; the card says how many targets were left out
 CLAIM_TIMEOUT = 120.0  # seconds before another replica's unfinished claim is taken over
 _NEVER = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt for a firing alert
 
@@ -115,10 +116,11 @@ class AlertThreads:
         data["alerts"] = alerts
         status = "firing" if any(a["status"] == "firing" for a in alerts.values()) \
             else "resolved"
-        firing = [a for a in alerts.values() if a["status"] == "firing"]
-        commands = commands_for([a["labels"] for a in firing] or
-                                [a["labels"] for a in alerts.values()])
-        card = self._card(group, alerts, status, commands)
+        ordered = _ordered(alerts)  # firing first
+        targets = commands_for([a["labels"] for a in ordered if a["status"] == "firing"] or
+                               [a["labels"] for a in ordered])
+        commands = targets[:MAX_DIAGNOSES]
+        card = self._card(group, alerts, status, commands, len(targets))
         card_hash = _digest([card.text, card.blocks])
         channel = str(data.get("channel") or channel)
         if data.get("ts") is None:
@@ -167,7 +169,7 @@ class AlertThreads:
         return codes
 
     def _card(self, group: AlertGroup, alerts: dict[str, dict[str, Any]], status: str,
-              commands: list[Command]) -> Message:
+              commands: list[Command], targets: int) -> Message:
         common = dict(group.common_labels)
         names = sorted({a["labels"].get("alertname", "?") for a in alerts.values()})
         title = names[0] if len(names) == 1 else f"{len(names)} alerts"
@@ -198,7 +200,7 @@ class AlertThreads:
             firing=sum(a["status"] == "firing" for a in alerts.values()),
             resolved_count=sum(a["status"] == "resolved" for a in alerts.values()),
             since=since.strftime("%Y-%m-%d %H:%M UTC") if since else "",
-            lasted=lasted, commands=[c.line() for c in commands])[0]
+            lasted=lasted, commands=[c.line() for c in commands], targets=targets)[0]
 
 
 def _merge(known: dict[str, dict[str, Any]], group: AlertGroup) -> dict[str, dict[str, Any]]:

@@ -51,9 +51,14 @@ class _Run:
     error: str | None = None
     figures: list[str] = field(default_factory=list)
 
-    def query(self, q: str, what: str, *, required: bool = True) -> list[Sample] | None:
+    def query(self, q: str, what: str, *, required: bool = True,
+              metric: str | None = None) -> list[Sample] | None:
         """Samples, or None (recorded as not checked) when the backend fails or, for a
-        ``required`` series, when no exporter writes it."""
+        ``required`` series, when no exporter writes it. With ``metric``, ``q`` is a filter
+        (only the interesting series come back, however large the cluster) and
+        ``absent(metric)`` tells an empty answer from a missing exporter."""
+        if metric is not None:
+            q = f"({q}) or on () absent({metric})"
         if self.error is not None:
             self._miss(what)
             return None
@@ -63,7 +68,10 @@ class _Run:
             self.error = str(err)
             self._miss(what)
             return None
-        if required and not out:
+        if metric is not None and len(out) == 1 and not out[0].labels:
+            self._miss(f"{what}: no {metric} series in Prometheus")
+            return None
+        if required and metric is None and not out:
             self._miss(f"{what}: no series answers {q}")
             return None
         return out
@@ -108,7 +116,7 @@ def check_xid(run: _Run, nodes: Iterable[str] | None) -> list[Finding]:
     """GPU_XID_ERRORS per GPU whose last Xid (a gauge: DCGM keeps the last code, 0 for
     none, until the GPU is reset) is not 0, on ``nodes`` (None: every node)."""
     scope = None if nodes is None else set(nodes)
-    samples = run.query(XID, f"Xid errors ({XID} from dcgm-exporter)")
+    samples = run.query(f"{XID} != 0", f"Xid errors ({XID} from dcgm-exporter)", metric=XID)
     out: list[Finding] = []
     for s in samples or []:
         node, code = node_of(s.labels), int(s.value)
@@ -191,8 +199,8 @@ def check_idle(run: _Run, reader: Reader, diag: Diagnosis) -> list[Finding]:
     """GPU_IDLE_ALLOCATED: GPUs held by pods whose utilisation stayed below the threshold
     for the whole window."""
     window, threshold = run.metrics.idle_window, run.metrics.idle_threshold
-    q = f"max_over_time({UTIL}[{window}])"
-    samples = run.query(q, f"idle GPUs ({UTIL} from dcgm-exporter)")
+    q = f"max_over_time({UTIL}[{window}]) < {threshold:g}"
+    samples = run.query(q, f"idle GPUs ({UTIL} from dcgm-exporter)", metric=UTIL)
     idle: dict[tuple[str, str], list[str]] = {}
     span = duration_seconds(window)
     for s in samples or []:

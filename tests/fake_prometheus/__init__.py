@@ -4,7 +4,8 @@
     fake.down = "connection refused"       # every query raises MetricsError
 
 A query is answered by the first key it contains (so ``max_over_time(X[1h])`` matches
-``X``); an unknown query answers no series, as Prometheus does for a missing metric.
+``X``); filters are not applied (the checks filter again). An unknown query answers no
+series, as Prometheus does for a missing metric, or absent()'s labelless sample.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class FakeMetrics:
         for key, samples in self.table.items():
             if key in query:
                 return list(samples)
-        return []
+        # "... or on () absent(X)": Prometheus answers one labelless sample when X is missing
+        return [Sample({}, 1.0)] if "absent(" in query else []
 
     def range(self, query: str, seconds: float, step: float) -> list[Series]:
         self.queries.append(query)
