@@ -125,9 +125,12 @@ class _Usage(GpubotError):
 
 
 def _metrics(args: argparse.Namespace) -> PrometheusMetrics | None:
+    from bot.metrics import METRIC_COMMANDS
     from bot.metrics.prometheus import open_prometheus
     from handlers.runtime.source import MetricsError
 
+    if args.command not in METRIC_COMMANDS:
+        return None
     try:
         return open_prometheus(args.prometheus or os.environ.get("GPUBOT_PROMETHEUS_URL"),
                                os.environ)

@@ -168,3 +168,26 @@ def test_label_values_are_quoted_in_promql() -> None:
     metrics = FakeMetrics()
     quota_figures(_Run(metrics), 'ml"} or vector(1) #')
     assert 'namespace="ml\\"} or vector(1) #"' in metrics.queries[0]
+
+
+def test_cli_reads_metrics_for_the_commands_they_apply_to() -> None:
+    import io
+    import json
+    import socket
+
+    from bot.cli import main
+
+    with socket.socket() as s:  # nobody listens there
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"
+
+    def codes(*argv: str) -> list[str]:
+        out, err = io.StringIO(), io.StringIO()
+        assert main([*argv, "--snapshot", str(HELD), "--prometheus", url, "-o", "json"],
+                    out=out, err=err) == 0, err.getvalue()
+        return [f["code"] for f in json.loads(out.getvalue())["findings"]]
+
+    assert "METRICS_UNAVAILABLE" in codes("nodes")
+    assert "METRICS_UNAVAILABLE" in codes("doctor")
+    assert "INSUFFICIENT_GPU" in codes("why-pending", "ml-team/train-0")
+    assert "METRICS_UNAVAILABLE" not in codes("pending")  # per-workload root causes only

@@ -43,6 +43,7 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.webhook import WebhookClient
 
+from bot.metrics import METRIC_COMMANDS
 from bot.slack import messages
 from bot.slack.access import AccessPolicy, RateLimiter, Refusal
 from bot.slack.blocks import Changes, Message, Rendered, Renderer, diff_codes
@@ -440,7 +441,8 @@ class SlackBot:
 
     def diagnose(self, cmd: Command, deadline: Deadline) -> Diagnosis:
         view = GuardedView(self.view, deadline)
-        diag = run_command(Reader(view, metrics=self.prometheus), cmd)
+        metrics = self.prometheus if cmd.name in METRIC_COMMANDS else None
+        diag = run_command(Reader(view, metrics=metrics), cmd)
         for problem in view.problems:
             line = f"not read: {problem}"
             if line not in diag.unchecked:
