@@ -188,6 +188,7 @@ def test_card_then_diagnosis_then_repeat_update_and_resolution(h: BotHarness) ->
     assert final.params["ts"] == ts
     assert "Resolved · GPUPodPendingTooLong" in text_of(final)
     assert "*Resolved* after 12m" in text_of(final)
+    validate(final.blocks)
     assert len(cards(h)) == 1
 
 
@@ -203,6 +204,17 @@ def test_unknown_alert_gets_a_card_with_labels_and_annotations_and_no_diagnosis(
     assert "mountpoint" in text and "gpu-node-7" in text
     assert "no gpubot diagnosis for this alert" in text
     assert thread(h, card.response["ts"]) == []
+    validate(card.blocks)
+
+
+def test_label_values_cannot_mention_or_link(h: BotHarness) -> None:
+    odd = alert("Odd", node="<!channel>", team="<https://evil.test|click>")
+    send(h, webhook([odd]))
+    settle(h)
+    (card,) = cards(h)
+    text = text_of(card) + card.params["text"]
+    assert "<!channel>" not in text and "<https://evil.test" not in text
+    assert "&lt;!channel&gt;" in text
 
 
 def test_xid_alert_runs_doctor_on_the_node_from_hostname(h: BotHarness) -> None:
