@@ -15,6 +15,7 @@ single-threaded development server on 0.0.0.0, so it is not used.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import threading
@@ -130,9 +131,18 @@ class BotServer:
         closes every socket itself, in the thread that owns them.
         """
         srv = self.server
+        bad = 0
         try:
             while srv._map and not self.stopped.is_set():
-                wasyncore.loop(timeout=LOOP_TIMEOUT, map=srv._map, count=1)
+                try:
+                    wasyncore.loop(timeout=LOOP_TIMEOUT, map=srv._map, count=1)
+                    bad = 0
+                except OSError as err:
+                    # A descriptor closed under a running select() (waitress closing its
+                    # wake-up pipe): it has left the map, so the next poll goes on without it.
+                    bad += 1
+                    if err.errno != errno.EBADF or bad > 10:
+                        raise
         finally:
             wasyncore.close_all(srv._map)
 
