@@ -301,12 +301,13 @@ class Fake:
     stderr_path: Path
 
 
-def start_fake(data: Path, work: Path, timeout: float) -> Fake:
+def start_fake(data: Path, work: Path, timeout: float, churn: list[str] | None = None) -> Fake:
     kubeconfig = work / "kubeconfig"
     log_path = work / "requests.log"
     stderr_path = work / "fake.stderr"
     argv = [sys.executable, "-m", "tests.fake_kube", "--snapshot", str(data),
-            "--kubeconfig-out", str(kubeconfig), "--log-requests", str(log_path)]
+            "--kubeconfig-out", str(kubeconfig), "--log-requests", str(log_path),
+            *(churn or [])]
     print(f"starting the fake API server on {data} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     with open(stderr_path, "wb") as err:
@@ -500,6 +501,12 @@ def warm_child(a: argparse.Namespace) -> int:
             out["cache"] = cache.stats()
             print(json.dumps(out, default=str))
             return 3
+        from handlers.warm import warm
+
+        t1 = time.perf_counter()
+        out["warmed_nodes"] = warm(Reader(view))  # as `gpubot serve` does once synced
+        out["warm_up_s"] = time.perf_counter() - t1
+        out["rss_after_warm_mb"] = proc_mem_mb(os.getpid())[0]
         import gc
 
         gc_ms: list[float] = []
@@ -567,6 +574,10 @@ def warm_child(a: argparse.Namespace) -> int:
                 "rss_mb": proc_mem_mb(os.getpid())[0],
             }
         )
+        if a.card_runs:
+            out["card"] = card_split(view, a.target, a.card_runs)
+        if a.churn_seconds and a.fake_pid:
+            out["churn"] = churn_run(view, cache, a)
         print(json.dumps(out, default=str))
         sys.stdout.flush()
         return 0
@@ -575,6 +586,78 @@ def warm_child(a: argparse.Namespace) -> int:
             view.close()
         sys.stdout.flush()
         os._exit(0 if out.get("times_ms") else 3)  # skip freeing a big cache at exit
+
+
+def card_split(view: Any, target: str, runs: int) -> dict[str, list[float]]:
+    """A warm ``/gpu why-pending`` answer, split (ms per run): the diagnosis, rendering the
+    Block Kit messages, posting the card to the fake Slack on loopback, then its thread
+    (the steps of ``SlackBot.post_answer``); ``card`` is when the card is posted, from the
+    diagnosis' start."""
+    sys.path.insert(0, str(REPO))
+    from bot.slack.app import Request, SlackBot
+    from bot.slack.commands import parse
+    from bot.slack.config import Settings
+    from handlers import why_pending
+    from handlers.view import Reader
+    from tests.fake_slack import FakeSlack
+
+    split: dict[str, list[float]] = {
+        "diagnosis": [], "render": [], "card post": [], "thread": [], "card": []}
+    with FakeSlack() as slack:
+        settings = Settings(mode="http", bot_token="xoxb-bench", signing_secret="bench-secret",
+                            api_url=slack.api_url, watch=False)
+        bot = SlackBot(settings, view)
+        try:
+            cmd = parse(f"why-pending {target}")
+            for i in range(runs):
+                req = Request("U0BENCH", "C0BENCH", "bench", slack.response_url(f"r{i}"),
+                              time.monotonic())
+                t0 = time.perf_counter()
+                diag = why_pending.run(Reader(view), target)
+                t1 = time.perf_counter()
+                rendered = bot.render(cmd, diag, req)
+                t2 = time.perf_counter()
+                ts = bot._post(req.channel, rendered.card)
+                t3 = time.perf_counter()
+                bot._post_thread(req.channel, ts, rendered, cmd, diag)
+                t4 = time.perf_counter()
+                for key, sec in (("diagnosis", t1 - t0), ("render", t2 - t1),
+                                 ("card post", t3 - t2), ("thread", t4 - t3), ("card", t3 - t0)):
+                    split[key].append(sec * 1000)
+        finally:
+            bot.close(0)
+    return split
+
+
+def churn_run(view: Any, cache: Any, a: argparse.Namespace) -> dict[str, Any]:
+    """The fake churns (SIGUSR1) for ``--churn-seconds``: why-pending every half second,
+    the process's RSS every ten; the drift is measured from the end of the first minute
+    (when the cache has seen a round of every node's heartbeats) to the end."""
+    from handlers import why_pending
+    from handlers.view import Reader
+
+    os.kill(a.fake_pid, signal.SIGUSR1)
+    start = time.monotonic()
+    times: list[float] = []
+    rss: list[tuple[float, float]] = [(0.0, proc_mem_mb(os.getpid())[0])]
+    next_rss = 10.0
+    changes0 = sum(k["changes"] for k in cache.stats()["kinds"].values())
+    try:
+        while (elapsed := time.monotonic() - start) < a.churn_seconds:
+            t = time.perf_counter()
+            why_pending.run(Reader(view), a.target)
+            times.append((time.perf_counter() - t) * 1000)
+            if elapsed >= next_rss:
+                rss.append((elapsed, proc_mem_mb(os.getpid())[0]))
+                next_rss += 10.0
+            time.sleep(max(0.0, 0.5 - (time.perf_counter() - t)))
+    finally:
+        os.kill(a.fake_pid, signal.SIGUSR2)
+    rss.append((time.monotonic() - start, proc_mem_mb(os.getpid())[0]))
+    changes = sum(k["changes"] for k in cache.stats()["kinds"].values()) - changes0
+    settled = next((m for t, m in rss if t >= min(60.0, a.churn_seconds / 2)), rss[0][1])
+    return {"seconds": a.churn_seconds, "times_ms": times, "rss": rss,
+            "watch_changes": changes, "drift_mb": rss[-1][1] - settled}
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -761,6 +844,14 @@ def main(argv: list[str] | None = None) -> int:
         "limit cannot make it fit)",
     )
     ap.add_argument("--warm-runs", type=int, default=20)
+    ap.add_argument("--card-runs", type=int, default=10,
+                    help="warm /gpu why-pending cards posted to a fake Slack (0: skip)")
+    ap.add_argument("--churn-seconds", type=float, default=0,
+                    help="after the warm runs, churn the cluster this long (issue 12: 600)")
+    ap.add_argument("--churn-pods", type=float, default=0,
+                    help="pod changes a second while churning (default: 1%% of the pods)")
+    ap.add_argument("--churn-node-period", type=float, default=10.0,
+                    help="seconds between two status updates of a node while churning")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm measurement")
     ap.add_argument("--no-doctor", action="store_true", help="skip cold doctor")
     ap.add_argument(
@@ -807,6 +898,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--_kubeconfig", dest="kubeconfig", help=argparse.SUPPRESS)
     ap.add_argument("--_request-log", dest="request_log", help=argparse.SUPPRESS)
     ap.add_argument("--_warm-profile", dest="warm_profile", help=argparse.SUPPRESS)
+    ap.add_argument("--_fake-pid", dest="fake_pid", type=int, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.warm_child:
         return warm_child(a)
@@ -853,7 +945,10 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             file=sys.stderr,
         )
 
-    fake = start_fake(data, work, a.server_timeout)
+    churn_pods = a.churn_pods or a.pods / 100
+    churn = (["--churn-pods", str(churn_pods), "--churn-node-period", str(a.churn_node_period)]
+             if a.churn_seconds else [])
+    fake = start_fake(data, work, a.server_timeout, churn)
     fake_rss, fake_hwm = proc_mem_mb(fake.proc.pid)
     print(
         f"fake API server {fake.url} ready in {fake.seconds:.0f} s "
@@ -930,7 +1025,8 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             if res.failure:
                 continue
             run = run_measured(
-                res.argv, base_env if res is bases[0] else env, a.cmd_timeout, fake.log
+                res.argv, base_env if bases and res is bases[0] else env, a.cmd_timeout,
+                fake.log,
             )
             res.runs.append(run)
             why = check(run, {0} if res in bases else ok_exit, want_json=True)
@@ -993,6 +1089,12 @@ def bench(a: argparse.Namespace, work: Path) -> int:
         str(a.sync_timeout),
         "--request-timeout",
         str(a.request_timeout),
+        "--card-runs",
+        str(a.card_runs),
+        "--churn-seconds",
+        str(a.churn_seconds),
+        "--_fake-pid",
+        str(fake.proc.pid),
     ]
     if not a.no_warm:
         print(
@@ -1001,7 +1103,8 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             flush=True,
         )
         run = run_measured(
-            [*warm_argv, "--warm-runs", str(a.warm_runs)], env, a.sync_timeout + a.cmd_timeout
+            [*warm_argv, "--warm-runs", str(a.warm_runs)], env,
+            a.sync_timeout + a.cmd_timeout + a.churn_seconds,
         )
         try:
             warm = json.loads(run.stdout.strip().splitlines()[-1])
@@ -1083,6 +1186,29 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             f"{warm['rss_mb']:.0f} MB, peak {warm['maxrss_mb']:.0f} MB"
         )
         print(f"  cache objects: {kinds}")
+        t = warm["times_ms"]
+        print(
+            f"  synced bot: RSS {warm['rss_after_sync_mb']:.0f} MB after sync, "
+            f"{warm['rss_after_warm_mb']:.0f} MB after warming {warm['warmed_nodes']} GPU "
+            f"nodes in {warm['warm_up_s']:.2f} s; first diagnosis {t[0]:.0f} ms"
+        )
+        card = warm.get("card")
+        if card:
+            print(
+                "  warm card split, p50 ms: "
+                + ", ".join(f"{k} {pct(v, 50):.1f}" for k, v in card.items())
+                + f" ({len(card['card'])} answers to the fake Slack)"
+            )
+        churn = warm.get("churn")
+        if churn:
+            ct = churn["times_ms"]
+            print(
+                f"  churn {churn['seconds']:.0f} s, {churn['watch_changes']} watch changes: "
+                f"why-pending p50 {pct(ct, 50):.1f} ms, p95 {pct(ct, 95):.1f} ms "
+                f"({len(ct)} runs); RSS drift {churn['drift_mb']:+.0f} MB "
+                f"({' '.join(f'{m:.0f}' for _, m in churn['rss'])})"
+            )
+            print(f"  churn run times ms: {' '.join(f'{x:.0f}' for x in ct[:80])}")
     elif not a.no_warm:
         print(f"{'why-pending (warm, in-process)':<32}  FAILED: {warm_failure}")
     print(
@@ -1137,6 +1263,19 @@ def bench(a: argparse.Namespace, work: Path) -> int:
         f"{'met' if p50 < 100 else 'MISSED'}"
     )
     print(targets)
+    if warm.get("times_ms"):
+        rss = warm["rss_after_warm_mb"]
+        card_p50 = pct((warm.get("card") or {}).get("card") or [], 50)
+        churn = warm.get("churn") or {}
+        churn_p50 = pct(churn.get("times_ms") or [], 50)
+        print(
+            f"targets (issue 12): synced RSS <= 1200 MB {'met' if rss <= 1200 else 'MISSED'}, "
+            f"first diagnosis {warm['times_ms'][0]:.0f} ms, card p50 < 250 ms "
+            f"{'met' if card_p50 < 250 else 'MISSED' if card_p50 == card_p50 else 'not run'}, "
+            f"churn p50 < 100 ms "
+            f"{'met' if churn_p50 < 100 else 'MISSED' if churn_p50 == churn_p50 else 'not run'}"
+            + (f", churn drift {churn['drift_mb']:+.0f} MB" if churn else "")
+        )
     print(
         f"why-pending cold/baseline: {ratio:.2f}  warm p50 ms: {p50:.0f}  peak MB: {wp.rss_mb:.0f}"
     )

@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
@@ -27,6 +28,7 @@ from handlers.errors import GpubotError
 from handlers.view import ClusterView, ViewError
 
 if TYPE_CHECKING:
+    from bot.live.cache import WatchCache
     from bot.slack.app import SlackBot
     from bot.slack.config import Settings
     from bot.slack.server import BotServer
@@ -78,9 +80,13 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
     live = open_live_view(settings.kubeconfig, settings.context,
                           timeout=settings.kube_timeout, callers=settings.workers)
     if settings.watch:
-        live.watch(namespaces={"ConfigMap": settings.operator_namespace})
+        cache = live.watch(namespaces={"ConfigMap": settings.operator_namespace})
+        threading.Thread(target=_warm_when_synced, args=(live, cache), daemon=True,
+                         name="gpubot-warm").start()
 
     def probe() -> bool:
+        if live.cache is not None and not live.cache.settled():
+            return False  # ready once diagnoses read from the cache
         try:
             live.get("Namespace", "default")
         except ViewError as err:
@@ -95,6 +101,23 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
         live.close()
 
     return SharedReads(live, ttl=settings.coalesce_ttl), probe, close
+
+
+def _warm_when_synced(view: ClusterView, cache: WatchCache) -> None:
+    """Once every kind is synced, build what warm diagnoses remember (``handlers.warm``)."""
+    from handlers.view import Reader
+    from handlers.warm import warm
+
+    while not cache.wait_synced(1.0):
+        if cache.stopped:
+            return
+    started = time.monotonic()
+    try:
+        n = warm(Reader(view))
+    except Exception:  # a warm-up that fails costs speed, never the bot
+        log.exception("warming the diagnosis memos failed")
+        return
+    log.info("watch cache synced; %d GPU nodes warmed in %.1f s", n, time.monotonic() - started)
 
 
 def _metrics_and_alerts(bot: SlackBot, settings: Settings) -> None:

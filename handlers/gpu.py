@@ -10,6 +10,7 @@ import re
 from collections.abc import Collection, Mapping
 from typing import Any, NamedTuple
 
+from handlers.knowledge.nodes import gpu_label_evidence, plugin_evidence
 from handlers.kube.quantity import parse_quantity
 
 Obj = dict[str, Any]
@@ -20,31 +21,14 @@ MIG_RESOURCE_RE = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb(\.me)?$")
 # Other vendors' GPU resources, so that a typo check knows what a GPU resource looks like.
 OTHER_GPU_RESOURCES = ("amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe")
 
-GPU_PRESENT_LABELS = (
-    "nvidia.com/gpu.present",
-    "feature.node.kubernetes.io/pci-10de.present",
-    "cloud.google.com/gke-accelerator",
-    "karpenter.k8s.aws/instance-gpu-count",
-    "nvidia.com/gpu.product",
-    "nvidia.com/gpu.count",
-    "k8s.amazonaws.com/accelerator",
-)
 NFD_PCI_NVIDIA = "feature.node.kubernetes.io/pci-10de.present"
-INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
-# Cloud instance families that carry NVIDIA GPUs (AWS p/g, GCP a2/a3/g2, Azure NC/ND/NV).
-GPU_INSTANCE_RE = re.compile(
-    r"^(p[2-6][a-z]*|g[3-6][a-z]*|gr6|a[23]-|g2-|standard_n[cdv])", re.IGNORECASE
-)
-GPU_POOL_RE = re.compile(r"gpu", re.IGNORECASE)
-NODE_POOL_LABELS = (
-    "cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup", "agentpool",
-    "karpenter.sh/nodepool", "kubernetes.azure.com/agentpool",
-)
 
 GFD_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.memory", "nvidia.com/gpu.family",
               "nvidia.com/gpu.compute.major")
 MIG_STRATEGY_LABEL = "nvidia.com/mig.strategy"
 MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+# mig-manager's nvidia.com/mig.config.state values while a node's MIG config is not in place.
+MIG_NOT_APPLIED = ("failed", "pending", "rebooting")
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 
 
@@ -77,13 +61,9 @@ def gpu_count(node: Mapping[str, Any], field: str = "capacity",
 
 
 def has_gpu_labels(node: Mapping[str, Any]) -> bool:
-    """The node is meant to have GPUs: GFD/NFD/cloud labels, GPU instance type or pool."""
-    lab = labels(node)
-    if any(lab.get(k) not in (None, "", "false", "0") for k in GPU_PRESENT_LABELS):
-        return True
-    if GPU_INSTANCE_RE.match(lab.get(INSTANCE_TYPE_LABEL, "")):
-        return True
-    return any(GPU_POOL_RE.search(lab.get(k, "")) for k in NODE_POOL_LABELS)
+    """The node is meant to have GPUs: GFD/NFD/cloud/legacy labels, a GPU instance type or
+    pool (the rules and their sources: handlers/knowledge/gpu_nodes.yaml)."""
+    return bool(gpu_label_evidence(node))
 
 
 def advertises_gpus(node: Mapping[str, Any]) -> bool:
@@ -151,9 +131,7 @@ def gpu_memory_mib(node: Mapping[str, Any]) -> int | None:
         return None
 
 
-# Device plugin and GPU operator pods, recognised by the labels their charts set.
-DEVICE_PLUGIN_APPS = ("nvidia-device-plugin-daemonset", "nvidia-device-plugin-ds",
-                      "nvidia-device-plugin", "nvidia-gpu-device-plugin")
+# GPU operator pods, recognised by the labels the operator sets.
 OPERATOR_COMPONENTS = {
     "nvidia-driver-daemonset": "driver",
     "nvidia-container-toolkit-daemonset": "toolkit",
@@ -170,10 +148,6 @@ OPERATOR_COMPONENTS = {
     "nvidia-device-plugin-validator": "validator",
     "nvidia-driver-installer": "driver",
 }
-# Pods whose name starts like a device plugin's but are not one.
-_NOT_PLUGIN_MARKERS = ("-validator", "-mps-control-daemon", "-gpu-feature-discovery")
-
-
 def _app(obj: Mapping[str, Any]) -> str:
     lab = labels(obj)
     return (lab.get("app") or lab.get("app.kubernetes.io/name") or lab.get("k8s-app")
@@ -181,15 +155,16 @@ def _app(obj: Mapping[str, Any]) -> str:
 
 
 def is_device_plugin_pod(pod: Mapping[str, Any]) -> bool:
-    app = _app(pod)
-    if app in DEVICE_PLUGIN_APPS:
-        return True
-    # Upstream static manifests and GKE label differently; fall back to the name prefix
-    # (but nvidia-device-plugin-validator-x and the MPS control daemon are not plugins).
-    name = name_of(pod)
-    if any(m in name for m in _NOT_PLUGIN_MARKERS):
+    """The one test for an NVIDIA device-plugin pod (or DaemonSet pod template), in every
+    layout: upstream manifest, Helm chart, GPU operator, GKE/AKS managed plugins, HAMi,
+    4paradigm and Volcano vGPU; by label, name, image or a GPU-looking pod mounting the
+    kubelet's device-plugin directory (handlers/knowledge/device_plugins.yaml)."""
+    why = plugin_evidence(pod)
+    if why is None:
         return False
-    return any(name.startswith(a + "-") for a in DEVICE_PLUGIN_APPS)
+    # A pod labelled as a plugin is one; otherwise a GPU operator component that shares the
+    # plugin's image (GFD, MPS daemon) or mounts its directory is that component.
+    return why.startswith("label") or operator_component(pod) is None
 
 
 def operator_component(pod: Mapping[str, Any]) -> str | None:
@@ -228,13 +203,7 @@ def nfd_pci_nvidia(node: Mapping[str, Any]) -> str | None:
 
 def gpu_meant_by(node: Mapping[str, Any]) -> list[str]:
     """The labels that say the node is meant to have GPUs, as ``key=value``."""
-    lab = labels(node)
-    out = [f"{k}={lab[k]}" for k in GPU_PRESENT_LABELS
-           if lab.get(k) not in (None, "", "false", "0")]
-    if GPU_INSTANCE_RE.match(lab.get(INSTANCE_TYPE_LABEL, "")):
-        out.append(f"{INSTANCE_TYPE_LABEL}={lab[INSTANCE_TYPE_LABEL]}")
-    out += [f"{k}={lab[k]}" for k in NODE_POOL_LABELS if GPU_POOL_RE.search(lab.get(k, ""))]
-    return out
+    return gpu_label_evidence(node)
 
 
 def driver_version(node: Mapping[str, Any]) -> str | None:

@@ -15,7 +15,7 @@ from handlers.gpu import name_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
-from handlers.pending import placement, queueing, quota, spec
+from handlers.pending import placement, queueing, quota, spec, started
 from handlers.pending.context import PendingContext
 from handlers.runtime import checks as runtime
 from handlers.timefmt import age_text, seconds_since
@@ -204,11 +204,40 @@ def _pick_pod(controller: Obj, pods: list[Obj]) -> Obj | None:
     return sorted(pods, key=name_of)[0]
 
 
+def _revision(rs: Obj) -> tuple[int, str]:
+    meta = rs.get("metadata") or {}
+    rev = str((meta.get("annotations") or {}).get("deployment.kubernetes.io/revision") or "")
+    return (int(rev) if rev.isdigit() else -1, str(meta.get("creationTimestamp") or ""))
+
+
+def _newest_rs_cannot_create(reader: Reader, deploy: Obj,
+                             pods: list[Obj]) -> tuple[bool, Obj | None]:
+    """When a Deployment's newest ReplicaSet cannot create its pods (ReplicaFailure,
+    FailedCreate), the answer is about its template, not an older ReplicaSet's running pod:
+    ``(True, its pending pod or None)``; ``(False, None)`` when it is fine."""
+    if deploy.get("kind") != "Deployment":
+        return False, None
+    ns = str(deploy.get("metadata", {}).get("namespace") or "")
+    owned = [rs for rs in reader.list("ReplicaSet", ns) if _owned_by(rs, deploy)]
+    if not owned:
+        return False, None
+    newest = max(owned, key=_revision)
+    failing = any(c.get("type") == "ReplicaFailure" and c.get("status") == "True"
+                  for c in (newest.get("status") or {}).get("conditions") or [])
+    failing = failing or any(e.get("reason") == "FailedCreate" for e in reader.events(
+        "ReplicaSet", name_of(newest), ns))
+    if not failing:
+        return False, None
+    pending = sorted((p for p in pods if _owned_by(p, newest) and _is_pending(p)), key=name_of)
+    return True, (pending[0] if pending else None)
+
+
 def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
     t = parse_target(target, namespace)
     pod, controller, pods = _resolve(reader, t)
     if pod is None and controller is not None:
-        pod = _pick_pod(controller, pods)
+        stuck, stuck_pod = _newest_rs_cannot_create(reader, controller, pods)
+        pod = stuck_pod if stuck else _pick_pod(controller, pods)
     diag = Diagnosis("why-pending", str(t))
     ns = t.namespace
     if pod is not None:
@@ -226,12 +255,20 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
     diag.details["requests"] = placement.resource_summary(pod_requests(ctx.pod))
     diag.details["events"] = [_event_line(e) for e in (ctx.events + ctx.controller_events)[-12:]]
 
-    if ctx.pod_exists and not _is_pending(ctx.pod):
+    trouble = started.trouble(ctx) if ctx.pod_exists and not _is_pending(ctx.pod) else None
+    if ctx.pod_exists and not _is_pending(ctx.pod) and trouble is None:
         diag.add(_not_pending(reader, ctx))
         diag.add_all(spec.check_gpu_not_requested(ctx))
         diag.details["all_clear"] = False
     elif ctx.pod_exists and ctx.pod.get("spec", {}).get("nodeName"):
-        diag.add_all(_bound_but_pending(ctx))
+        # Placed but not running as it should (admission, sandbox/hook, CUDA at start).
+        diag.details["trouble"] = trouble
+        diag.add_all(started.check(ctx))
+        diag.add_all(spec.check_gpu_not_requested(ctx))
+        if trouble and not diag.problems:
+            diag.details["all_clear"] = False
+            diag.unchecked.append(f"the pod does not run as it should ({trouble}); no known "
+                                  "GPU-stack cause in its events, status, log or node chain")
     else:
         _diagnose_unbound(ctx, diag)
     bound = ctx.pod.get("spec", {}).get("nodeName")
@@ -261,6 +298,8 @@ def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> None:
                          if not (explained and f.code == "PENDING_NO_EVENTS"))
     elif ctx.reader.readable("Node"):
         diag.unchecked.append("placement: the data holds no Node objects")
+    if ctx.details.get("scheduler_disagrees"):
+        diag.details["all_clear"] = False
     has_fs = any(e.get("reason") == "FailedScheduling" for e in ctx.events)
     if ctx.pod_exists and not has_fs and not diag.problems and not gate \
             and "PENDING_NO_EVENTS" not in diag.codes:
@@ -313,35 +352,3 @@ def _not_pending(reader: Reader, ctx: PendingContext) -> Finding:
         tuple(evidence),
         f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}",
     )
-
-
-def _bound_but_pending(ctx: PendingContext) -> list[Finding]:
-    """Scheduled, not started: kubelet admission, sandbox/runtime, the node's GPU chain."""
-    from handlers.chain import check_chain
-    from handlers.logpatterns import classify_log
-
-    node_name = str(ctx.pod["spec"]["nodeName"])
-    out: list[Finding] = []
-    ref = ObjectRef("Pod", ctx.pod_name, ctx.namespace)
-    st = ctx.pod.get("status", {})
-    if st.get("reason") == "UnexpectedAdmissionError" or "Allocate failed" in str(
-            st.get("message", "")):
-        out.append(Finding(
-            "DEVICE_ADMISSION_FAILED", Severity.CRITICAL,
-            f"Kubelet on {node_name} rejected the pod's GPU allocation.",
-            (ref, ObjectRef("Node", node_name)),
-            (f"status.reason: {st.get('reason')}", f"status.message: {st.get('message')}"),
-            "Delete the pod so that its controller recreates it; if it repeats, restart the "
-            f"device plugin on {node_name}.", (("restart-device-plugin", node_name),),
-        ))
-    for e in ctx.events:
-        for code, line in classify_log(str(e.get("message", ""))):
-            out.append(Finding(code, Severity.CRITICAL,
-                               f"Event {e.get('reason')} on the pod shows {code}.",
-                               (ref, ObjectRef("Node", node_name)), (line,),
-                               "See the node's GPU chain: gpubot doctor " + node_name))
-    node = ctx.reader.get("Node", node_name)
-    if node is not None:
-        chain = check_chain(ctx.reader, [node])
-        out += [f for f in chain.findings if f.severity.is_problem]
-    return out

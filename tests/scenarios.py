@@ -24,6 +24,7 @@ class Scenario:
     expect: list[str] = field(default_factory=list)
     forbid: list[str] = field(default_factory=list)
     first: str | None = None
+    root: str | None = None  # the deepest root-cause code (optional; not checked yet)
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -40,6 +41,6 @@ def load_scenarios() -> list[Scenario]:
             target=data.get("target"), namespace=data.get("namespace"),
             node=data.get("node") or (data.get("target") if command == "doctor" else None),
             expect=list(data.get("expect") or []), forbid=list(data.get("forbid") or []),
-            first=data.get("first"), raw=data,
+            first=data.get("first"), root=data.get("root"), raw=data,
         ))
     return out

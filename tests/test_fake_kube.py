@@ -650,3 +650,23 @@ def test_command_line(tmp_path: Path) -> None:
             if stream is not None:
                 stream.close()
     assert "GET /api/v1/nodes 200" in log.read_text().splitlines()
+
+
+def test_kinds_a_cluster_info_dump_cannot_hold_are_unreadable(tmp_path: Path) -> None:
+    """A ``cluster-info dump`` has no quotas, RuntimeClasses, ...: served as forbidden (as the
+    snapshot view reports them not captured), not as empty lists; pods are served."""
+    with FakeKube(ROOT / "tests" / "data" / "loader" / "dump") as fake:
+        assert sorted(fake.uncaptured) == ["configmaps", "limitranges", "priorityclasses",
+                                           "resourcequotas", "runtimeclasses"]
+        api_client = connect(fake, tmp_path)
+        v1 = client.CoreV1Api(api_client)
+        with pytest.raises(ApiException) as err:
+            v1.list_resource_quota_for_all_namespaces()
+        assert err.value.status == 403
+        with pytest.raises(ApiException) as err:
+            client.NodeV1Api(api_client).list_runtime_class()
+        assert err.value.status == 403
+        assert v1.list_pod_for_all_namespaces().items
+        api_client.close()
+    with FakeKube(ROOT / "tests" / "data" / "loader" / "dump", hide_uncaptured=False) as fake:
+        assert fake.uncaptured == []

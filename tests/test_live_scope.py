@@ -78,3 +78,28 @@ def test_doctor_reads_only_gpu_nodes_pods_and_the_operator_namespace(tmp_path: P
                 parse_qs(p.query) and not parse_qs(p.query).get("fieldSelector", [""])[0]
                 .startswith("spec.nodeName=")]
     assert all_pods == []
+
+
+def test_required_pod_anti_affinity_reads_pods_off_the_gpu_nodes(tmp_path: Path) -> None:
+    """A zone-wide anti-affinity term counts pods on CPU nodes too: reading only the GPU
+    nodes' pods would miss them and answer INSUFFICIENT_GPU."""
+    doc = json.loads(_grown(tmp_path).read_text())
+    for o in doc["items"]:
+        meta = o["metadata"]
+        if o["kind"] == "Pod" and meta["name"].startswith("web-"):
+            meta["labels"] = {"app": "web"}
+        if o["kind"] == "Pod" and meta["name"] == "train-0":
+            o["spec"]["affinity"] = {"podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"app": "web"}},
+                    "namespaces": ["web"],
+                    "topologyKey": "topology.kubernetes.io/zone"}]}}
+    snap = tmp_path / "anti.json"
+    snap.write_text(json.dumps(doc))
+    expected = why_pending.run(Reader(load_snapshot(snap)), "ml-team/train-0")
+    with FakeKube(snap) as fk:
+        view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kc")), timeout=5)
+        got = why_pending.run(Reader(view), "ml-team/train-0")
+    assert "POD_AFFINITY_MISMATCH" in expected.codes
+    assert "INSUFFICIENT_GPU" not in expected.codes
+    assert got.codes == expected.codes

@@ -13,8 +13,8 @@ lines, ``allowWatchBookmarks``, ``timeoutSeconds``), applying ADDED / MODIFIED /
 - a kind whose API is not served (a CRD that is not installed) is synced and empty, and
   listed again every ``missing_retry`` seconds.
 
-Memory: objects are stored without ``metadata.managedFields`` and without the
-``kubectl.kubernetes.io/last-applied-configuration`` annotation; Events keep only the newest
+Memory: objects are kept lean (``bot/live/lean.py``: unread fields dropped, equal subtrees
+shared, short strings interned); Events keep only the newest
 ``max_events`` (by arrival; a re-list keeps the newest by event time). ``stats()`` reports
 objects and JSON bytes per kind; Python dicts take several times the JSON size in memory.
 A list of ``freeze_at`` objects or more is moved out of the cycle collector's reach
@@ -47,9 +47,10 @@ from handlers.kube.selectors import (
 )
 from handlers.view import Obj
 
-from .errors import Op
+from .errors import ApiForbidden, Op
 from .kinds import KindInfo, kind_info
-from .objects import prepare, strip_for_cache
+from .lean import Leaner
+from .objects import prepare
 from .transport import Response, RetryPolicy, Transport, gc_paused
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,7 @@ class _Store:
     nbytes: int = 0
     synced: bool = False
     missing: bool = False
+    forbidden: bool = False  # the last list was refused (403): reads go to the server
     resource_version: str = ""
     lists: int = 0
     watches: int = 0
@@ -108,6 +110,8 @@ class _Store:
     looked_up: dict[tuple[str, Hashable], builtins.list[Obj]] = field(default_factory=dict)
     # label key -> value -> keys: built by the first selector on that key, then kept current
     labels: dict[str, dict[str, dict[_Key, None]]] = field(default_factory=dict)
+    # projects and shares what is kept; used by this kind's watch thread only
+    leaner: Leaner = field(default_factory=Leaner)
 
     def __post_init__(self) -> None:
         self.fns = _index_fns(self.info)
@@ -260,6 +264,7 @@ class WatchCache:
         self._threads: list[threading.Thread] = []
         self._streams: dict[str, urllib3.BaseHTTPResponse] = {}
         self._streams_lock = threading.Lock()
+        self._started = time.monotonic()
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -271,6 +276,7 @@ class WatchCache:
         if self._threads:
             return
         self._stop.clear()
+        self._started = time.monotonic()
         for kind, store in self._stores.items():
             thread = threading.Thread(target=self._run, args=(store,), daemon=True,
                                       name=f"gpubot-watch-{kind}")
@@ -296,6 +302,10 @@ class WatchCache:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
     def synced(self, kind: str) -> bool:
         store = self._stores.get(kind)
         return store is not None and store.synced
@@ -307,10 +317,17 @@ class WatchCache:
         return store is not None and store.synced and (
             store.namespace is None or namespace == store.namespace)
 
+    def settled(self) -> bool:
+        """Every kind is synced or was refused (403): the bot's RBAC may leave kinds out,
+        whose reads then go to the server and come back as "not checked". Readiness and
+        warming wait for this, not for every kind to sync."""
+        return all(s.synced or s.forbidden for s in self._stores.values())
+
     def wait_synced(self, timeout: float | None = None) -> bool:
-        """True once every kind has been listed; False if ``timeout`` passed first."""
+        """True once every kind has been listed or refused (``settled``); False if
+        ``timeout`` passed first."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        while not all(s.synced for s in self._stores.values()):
+        while not self.settled():
             if deadline is not None and time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
@@ -418,6 +435,7 @@ class WatchCache:
                     store.last_error = f"{type(err).__name__}: {err}"
                     if listing:
                         store.synced = False
+                        store.forbidden = isinstance(err, ApiForbidden)
                 log.warning("watch cache %s: %s %s; listing again in %.1fs",
                             store.info.kind, "list failed:" if listing else "watch broke:",
                             store.last_error, delay)
@@ -452,17 +470,22 @@ class WatchCache:
         info = store.info
         op = Op("list", info.kind, info.group, info.plural, store.namespace, info.namespaced)
         with gc_paused():
+            def keep(page: builtins.list[Obj], api_version: str) -> builtins.list[Obj]:
+                return [store.leaner.lean(info.kind, o) for o in prepare(info, page, api_version)]
+
             got = self.transport.list_all(op, info.path(store.namespace),
-                                          page_size=self.page_size)
+                                          page_size=self.page_size, each_page=keep)
             if got is None:
                 store.missing = True
                 store.replace([], "")
                 return
-            store.missing = False
-            items, version, api_version = got
-            for obj in prepare(info, items, api_version):
-                strip_for_cache(obj)
+            store.missing = store.forbidden = False
+            items, version, _ = got
             store.replace(items, version)
+            if store.lists == 1:
+                log.info("watch cache: %s synced, %d objects in %.1f s", info.kind, len(items),
+                         time.monotonic() - self._started)
+            store.leaner.sweep()  # the replaced objects' subtrees
             if len(items) >= self.freeze_at:
                 # Out of the cycle collector's sight: the first full collection after
                 # syncing 150,000 pods walked every kept object with the GIL held (23 s, the
@@ -519,7 +542,7 @@ class WatchCache:
             return "gone" if obj.get("code") == 410 else "error"
         version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         if kind in ("ADDED", "MODIFIED"):
-            store.put(strip_for_cache(prepare(store.info, [obj])[0]))
+            store.put(store.leaner.lean(store.info.kind, prepare(store.info, [obj])[0]))
         elif kind == "DELETED":
             store.delete(obj)
         if version:

@@ -7,8 +7,6 @@ from handlers.view import Obj
 
 from .kinds import KindInfo
 
-LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
 
 def prepare(info: KindInfo, items: list[Obj], api_version: str = "") -> list[Obj]:
     """In place, and returned: ``kind`` and ``apiVersion`` set (list items lack them),
@@ -28,14 +26,3 @@ def prepare(info: KindInfo, items: list[Obj], api_version: str = "") -> list[Obj
         if info.kind == "Event":
             normalise_event(item)
     return items
-
-
-def strip_for_cache(obj: Obj) -> Obj:
-    """In place: also drop the last-applied-configuration annotation (a second copy of the
-    spec, often the largest part of a Deployment or DaemonSet)."""
-    meta = obj.get("metadata")
-    if isinstance(meta, dict):
-        annotations = meta.get("annotations")
-        if isinstance(annotations, dict) and LAST_APPLIED in annotations:
-            del annotations[LAST_APPLIED]
-    return obj

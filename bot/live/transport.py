@@ -225,9 +225,13 @@ class Transport:
 
     def list_all(
         self, op: Op, path: str, query: Mapping[str, str] | None = None, *, page_size: int = 500,
+        each_page: Callable[[list[Obj], str], list[Obj]] | None = None,
     ) -> tuple[list[Obj], str, str] | None:
         """All items of a paged list, the list's resourceVersion and apiVersion; None on 404
-        (the resource is not served: a CRD that is not installed)."""
+        (the resource is not served: a CRD that is not installed).
+
+        ``each_page(items, apiVersion)`` transforms every page as it arrives: the watch cache
+        keeps lean objects, and a whole list of full ones never exists at once."""
         restarted = False
         items: list[Obj] = []
         token = ""
@@ -252,8 +256,9 @@ class Transport:
             if not items:
                 version = str(meta.get("resourceVersion") or "")
                 api_version = str(doc.get("apiVersion") or "")
-            page = doc.get("items") or []
-            items.extend(i for i in page if isinstance(i, dict))
+            page = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+            del doc
+            items.extend(each_page(page, api_version) if each_page else page)
             token = str(meta.get("continue") or "")
             if not token:
                 return items, version, api_version

@@ -95,6 +95,10 @@ class LiveView:
 
     @property
     def source(self) -> str:
+        cache = self.cache
+        if cache is not None and not cache.settled():
+            # Answers still come, read from the API server directly: slower, as fresh.
+            return f"{self._source} (watch cache syncing: read from the API server)"
         return self._source
 
     @property

@@ -7,6 +7,7 @@ indexed by node.
 
 from __future__ import annotations
 
+import re
 import weakref
 from collections import defaultdict
 from collections.abc import Iterable
@@ -15,7 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from handlers.gpu import (
-    DEVICE_PLUGIN_APPS,
     is_device_plugin_pod,
     is_operator_controller,
     name_of,
@@ -23,13 +23,13 @@ from handlers.gpu import (
     operator_component,
     requests_gpu,
 )
+from handlers.knowledge.nodes import plugin_knowledge
+from handlers.kube.selectors import selector_from_object
 from handlers.view import Reader
 
 Obj = dict[str, Any]
 
 _TERMINAL = ("Succeeded", "Failed")
-PLUGIN_SELECTORS = tuple(f"{key} in ({','.join(DEVICE_PLUGIN_APPS)})"
-                         for key in ("app", "app.kubernetes.io/name"))
 # Read pods node by node when the nodes that matter are at most 1/SCOPE_FRACTION of all
 # nodes; otherwise one list of every pod is cheaper.
 SCOPE_FRACTION = 4
@@ -46,10 +46,19 @@ def _template_pod(ds: Obj) -> Obj:
     return {"kind": "Pod", "metadata": meta, "spec": tmpl.get("spec") or {}}
 
 
-def _admission_failed(pod: Obj) -> bool:
+# Pod-level reasons the kubelet writes when it rejects a pod at admission
+# (pkg/kubelet/lifecycle/predicate.go): UnexpectedAdmissionError, OutOf<resource>.
+_ADMISSION_RE = re.compile(r"^(?:UnexpectedAdmissionError|OutOf[\w./-]+)$")
+
+
+def admission_failed(pod: Obj) -> bool:
+    """The kubelet rejected the pod at admission (device allocation, OutOf<resource>)."""
     st = pod.get("status") or {}
-    return st.get("reason") == "UnexpectedAdmissionError" or "Allocate failed due to" in str(
-        st.get("message") or "")
+    return bool(_ADMISSION_RE.match(str(st.get("reason") or ""))) or (
+        "Allocate failed due to" in str(st.get("message") or ""))
+
+
+
 
 
 def _workload_failing(pod: Obj) -> bool:
@@ -130,15 +139,29 @@ def build_inventory(reader: Reader, scope: Iterable[str] | None = None, *,
 
 
 def device_plugin_nodes(reader: Reader) -> set[str]:
-    """Nodes running a device-plugin pod, found by the labels the plugin's charts set:
-    two label-selected lists instead of every pod of the cluster."""
-    nodes = set()
-    for selector in PLUGIN_SELECTORS:
-        for p in reader.list("Pod", label_selector=selector):
+    """Nodes running a device-plugin pod, without listing every pod of the cluster: the pods
+    of each DaemonSet whose template ``is_device_plugin_pod`` accepts (by its own selector,
+    so layouts found by image or hostPath are read too), and pods carrying a known plugin
+    label (no DaemonSet, or DaemonSets that could not be read)."""
+    nodes: set[str] = set()
+    seen: set[tuple[str, str]] = set()
+
+    def take(pods: Iterable[Obj]) -> None:
+        for p in pods:
+            key = (ns_of(p), name_of(p))
             node = (p.get("spec") or {}).get("nodeName")
-            if node and is_device_plugin_pod(p) and (p.get("status") or {}).get(
-                    "phase") not in _TERMINAL:
+            if key in seen or not node or not is_device_plugin_pod(p):
+                continue
+            seen.add(key)
+            if (p.get("status") or {}).get("phase") not in _TERMINAL:
                 nodes.add(str(node))
+
+    for ds in reader.list("DaemonSet"):
+        selector = selector_from_object((ds.get("spec") or {}).get("selector"))
+        if selector and is_device_plugin_pod(_template_pod(ds)):
+            take(reader.list("Pod", ns_of(ds), label_selector=selector))
+    for selector in plugin_knowledge().selectors():
+        take(reader.list("Pod", label_selector=selector))
     return nodes
 
 
@@ -192,7 +215,7 @@ class _Sorter:
         spec = pod.get("spec") or {}
         node = spec.get("nodeName") or ""
         phase = (pod.get("status") or {}).get("phase")
-        if node and phase == "Failed" and _admission_failed(pod):
+        if node and phase == "Failed" and admission_failed(pod):
             if not cluster_only:
                 self.admission[node].append(pod)
             return

@@ -19,9 +19,9 @@ def plugin_missing(run: NodeRun) -> None:
     ev: list[str] = []
     fix_text = ""
     if not inv.plugin_daemonsets:
-        ev.append("no device-plugin DaemonSet in the cluster (app label "
-                  "nvidia-device-plugin-daemonset / nvidia-device-plugin-ds / "
-                  "nvidia-device-plugin / nvidia-gpu-device-plugin)")
+        ev.append("no device-plugin DaemonSet in the cluster (none labelled, named or "
+                  "imaged as the NVIDIA plugin, GKE's, HAMi's or Volcano's, and none "
+                  "mounting /var/lib/kubelet/device-plugins)")
         for cp in inv.cluster_policies:
             dp = (cp.get("spec") or {}).get("devicePlugin") or {}
             if dp.get("enabled") is False:

@@ -68,6 +68,9 @@ Obj = dict[str, Any]
 # The stage an operator validation init container waits for.
 VALIDATION_STAGE = {
     "driver-validation": "DRIVER_NOT_READY",
+    # GKE's managed plugin waits here until the node's driver is installed (auto
+    # installation disabled: GoogleCloudPlatform/container-engine-accelerators#407).
+    "nvidia-driver-installer": "DRIVER_NOT_READY",
     "toolkit-validation": "CONTAINER_RUNTIME_NOT_CONFIGURED",
 }
 # Component -> the code its own failure is reported as.
@@ -191,6 +194,14 @@ class NodeRun:
         evs = self.ctx.reader.events("Pod", st.name, st.namespace)
         return [event_message(e) for e in evs if e.get("type") == "Warning"][-3:]
 
+    def hard_errors(self, st: PodState) -> list[tuple[str, str]]:
+        """Known error lines in a not-ready pod's Warning events: a hard error (no runtime
+        handler, a hook that cannot load the driver) is reported at once, before the pod
+        has been stuck long enough to count as failing."""
+        if st.ready or st.phase in ("Succeeded", "Failed"):
+            return []
+        return [x for m in self.events(st) for x in sourced(m, "event")]
+
     def blocked(self, st: PodState) -> bool:
         """The pod only waits in a validation init container: evidence for that stage,
         attached once every stage has spoken (see resolve_waiting)."""
@@ -301,7 +312,7 @@ class NodeRun:
             self.passed.append(CHECK_PLUGIN)
             return
         for st in self.plugins:
-            if not st.failing:
+            if not st.failing and not self.hard_errors(st):
                 continue
             kind = st.kind
             if kind == IMAGE_PULL:

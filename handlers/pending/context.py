@@ -15,6 +15,7 @@ from handlers.gpu import (
     is_device_plugin_pod,
     is_gpu_resource,
 )
+from handlers.kube.affinity import PodAffinityState
 from handlers.kube.resources import pod_requests
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.view import ACTIVE_PODS, Obj, Reader
@@ -65,7 +66,9 @@ class PendingContext:
         GPU nodes are most of the cluster, one list is cheaper than one per node.
         """
         res, _ = self.gpu_request
-        if res is None:
+        if res is None or PodAffinityState.needs_every_pod(self.pod):
+            # Required pod (anti-)affinity counts the pods it names wherever they run (a
+            # zone or rack topology spans CPU nodes too): only a full read answers it.
             return None
         names = [t.name for t in self._traits if t.gpu_like or res in t.offered]
         return names if len(names) * SCOPE_FRACTION <= len(self.nodes) else None

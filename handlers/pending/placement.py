@@ -17,6 +17,8 @@ from operator import attrgetter
 from handlers.chain import check_chain
 from handlers.gpu import (
     GPU_RESOURCE,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_NOT_APPLIED,
     MIG_RESOURCE_RE,
     MIG_STRATEGY_LABEL,
     expected_gpu_count,
@@ -190,14 +192,19 @@ def _fits_somewhere(ctx: PendingContext, p: Placement, fitting: list[NodeFit],
     names = ", ".join(f.node for f in fitting[:5])
     evidence = [f"fits now on: {names}" + (f" and {len(fitting) - 5} more"
                                            if len(fitting) > 5 else "")]
+    summary = "The pod fits on a node now; the scheduler has not placed it yet."
     if last:
-        ev, _ = last
-        evidence.append(f"last FailedScheduling ({_when(ev)}), no longer true: "
-                        f"{ev.get('message', '')}")
+        ev, msg = last
+        evidence.append(f"last FailedScheduling ({_when(ev)}): {ev.get('message', '')}")
+        named = "; ".join(dict.fromkeys(
+            f"{r.text} ({r.count} node(s))" if r.count else r.text for r in msg.reasons)
+        ) or "a failure"
+        summary = (f"The scheduler reported {named} at {_when(ev)}; the current state shows "
+                   f"no such blocker: the pod fits on {names}.")
+        # Not "all clear": the scheduler saw something this state does not show.
+        ctx.details["scheduler_disagrees"] = True
     out = [Finding(
-        "PENDING_NO_EVENTS", Severity.INFO,
-        "The pod fits on a node now; the scheduler has not placed it yet"
-        + (" (its last FailedScheduling event is stale)." if last else "."),
+        "PENDING_NO_EVENTS", Severity.INFO, summary,
         (ref,), tuple(evidence),
         "Wait for the scheduler's next attempt (backoff up to 5 min), or check it: "
         "kubectl -n kube-system logs -l component=kube-scheduler --tail=50",
@@ -399,6 +406,11 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
     # The discovery chain of the nodes that should offer the GPUs: a node advertising
     # fewer GPUs than it has is a root cause, not "insufficient".
     short = [f for f in usable if _advertises_less(p.nodes_by_name[f.node], f, res)]
+    if MIG_RESOURCE_RE.match(res):
+        # A MIG profile appears only once mig-manager applied the node's config: ask the
+        # chain about nodes whose config failed or is still pending.
+        short += [f for f in usable if labels(p.nodes_by_name[f.node]).get(
+            MIG_CONFIG_STATE_LABEL) in MIG_NOT_APPLIED and f.allocatable.get(res, 0.0) < need]
     if short:
         chain = check_chain(ctx.reader, [p.nodes_by_name[f.node] for f in short])
         out += [c for c in chain.findings if c.severity.is_problem]

@@ -11,6 +11,9 @@ import re
 from collections.abc import Iterable, Iterator
 
 from handlers.gpu import (
+    GPU_RESOURCE,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_NOT_APPLIED,
     MIG_RESOURCE_RE,
     MIG_STRATEGY_LABEL,
     is_gpu_resource,
@@ -30,7 +33,10 @@ CUDA_IMAGE_RE = re.compile(
 )
 NO_CUDA_DEVICE_RE = re.compile(
     r"(no CUDA-capable device is detected|CUDA driver initialization failed|"
-    r"Found no NVIDIA driver on your system|torch\.cuda\.is_available\(\) (is )?False)",
+    r"Found no NVIDIA driver on your system|torch\.cuda\.is_available\(\) (is )?False|"
+    # Without a GPU request the container gets no driver libraries, and CUDA says so in
+    # these words (NVIDIA/gpu-operator#389).
+    r"CUDA driver version is insufficient for CUDA runtime version)",
     re.IGNORECASE,
 )
 # API-server validation errors for extended resources (FailedCreate / kubectl apply).
@@ -184,6 +190,8 @@ def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
     out = []
     ref = _ref(ctx)
     for r, q in unknown.items():
+        if _explained_by_nodes(ctx, r):
+            continue  # placement asks those nodes' chain why they do not offer it
         if MIG_RESOURCE_RE.match(r):
             single = [name_of(n) for n in ctx.nodes
                       if labels(n).get(MIG_STRATEGY_LABEL) == "single"]
@@ -211,6 +219,18 @@ def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
             "(kubectl get nodes -o json | jq '.items[].status.allocatable')",
         ))
     return out
+
+
+def _explained_by_nodes(ctx: PendingContext, resource: str) -> bool:
+    """No node offers ``resource`` because of a node's own state, not a typo: GPU nodes
+    that advertise no nvidia.com/gpu (the chain says why), or MIG nodes whose config is not
+    applied yet (failed, pending)."""
+    if resource == GPU_RESOURCE:
+        return bool(ctx.gpu_like)
+    if MIG_RESOURCE_RE.match(resource):
+        return any(labels(n).get(MIG_CONFIG_STATE_LABEL) in MIG_NOT_APPLIED
+                   for n in ctx.nodes)
+    return False
 
 
 def check_gpu_not_requested(ctx: PendingContext) -> list[Finding]:

@@ -3,6 +3,11 @@
     python -m tests.fake_kube --snapshot PATH --kubeconfig-out FILE [--port N]
                               [--log-requests FILE] [--token T] [--daemonset-delay S]
                               [--daemonset-outcome NS/NAME=ready|crashloop ...]
+                              [--churn-pods N --churn-node-period S]
+
+With ``--churn-pods``, SIGUSR1 starts churn (``churn.py``: N pod changes a second, every
+node's heartbeat every S seconds) and SIGUSR2 stops it: the benchmark starts it once its
+watch cache has synced.
 
 Writes the kubeconfig first, then prints one line, ``ready http://127.0.0.1:PORT``, once
 the server accepts connections.
@@ -16,6 +21,7 @@ import sys
 import threading
 from types import FrameType
 
+from .churn import Churn
 from .server import FakeKube
 
 
@@ -39,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--daemonset-delay", type=float, default=2.0)
     parser.add_argument("--daemonset-outcome", type=_outcome, action="append", default=[])
     parser.add_argument("--pod-termination-delay", type=float, default=0.0)
+    parser.add_argument("--churn-pods", type=float, default=0.0,
+                        help="pod changes a second while churning (SIGUSR1 starts, SIGUSR2 stops)")
+    parser.add_argument("--churn-node-period", type=float, default=10.0,
+                        help="seconds between two heartbeats of a node while churning")
     args = parser.parse_args(argv)
 
     stop = threading.Event()
@@ -54,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
                     pod_termination_delay=args.pod_termination_delay,
                     log_requests=args.log_requests)
     fake.start()
+    if args.churn_pods > 0:
+        churn = Churn(fake.store, pods_per_s=args.churn_pods,
+                      node_period=args.churn_node_period)
+        signal.signal(signal.SIGUSR1, lambda *_: churn.start())
+        signal.signal(signal.SIGUSR2, lambda *_: churn.stop())
     try:
         fake.write_kubeconfig(args.kubeconfig_out, context=args.context)
         print(f"ready {fake.url}", flush=True)

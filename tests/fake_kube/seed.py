@@ -16,11 +16,14 @@ LogSource = Callable[[str, str, str], str | None]
 
 def snapshot_objects(path: str | Path,
                      registry: Registry | None = None,
-                     ) -> tuple[list[Obj], LogSource, datetime]:
-    """Every object of a kind the fake serves, a function giving container logs, and the
-    snapshot's moment (its newest timestamp). Nothing returned refers to the parsed
+                     ) -> tuple[list[Obj], LogSource, datetime, list[str]]:
+    """Every object of a kind the fake serves, a function giving container logs, the
+    snapshot's moment (its newest timestamp), and the resources (plurals) the snapshot
+    could not hold: kinds a ``cluster-info dump`` leaves out and that no added file listed
+    (``bot.snapshot.view.MUST_BE_CAPTURED``). Nothing returned refers to the parsed
     snapshot, so it is freed once seeding is done (150,000 pods: gigabytes)."""
     from bot.snapshot import load_snapshot
+    from bot.snapshot.view import MUST_BE_CAPTURED
 
     view = load_snapshot(path)
     objs: list[Obj] = []
@@ -36,7 +39,9 @@ def snapshot_objects(path: str | Path,
                 obj = {"kind": rt.kind, **obj}
             objs.append(obj)
     texts = _container_logs(view, (o for o in objs if o["kind"] == "Pod"))
-    return objs, lambda ns, pod, container: texts.get((ns, pod, container)), view.now()
+    uncaptured = [plural for kind, plural in MUST_BE_CAPTURED.items() if kind not in view.kinds]
+    return (objs, lambda ns, pod, container: texts.get((ns, pod, container)), view.now(),
+            uncaptured)
 
 
 def _container_logs(view: ClusterView, pods: Iterable[Obj]) -> dict[tuple[str, str, str], str]:

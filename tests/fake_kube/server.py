@@ -565,6 +565,7 @@ class FakeKube:
         objects: Iterable[Obj] = (),
         absent_kinds: Iterable[str] = (),
         extra_kinds: Iterable[str] = (),
+        hide_uncaptured: bool = True,
     ) -> None:
         self.registry = Registry()
         for kind in absent_kinds:  # e.g. "PodGroup": Volcano is not installed
@@ -584,13 +585,21 @@ class FakeKube:
                                               outcomes=daemonset_outcome)
         self.pod_termination = PodTermination(self.store, self.timers, pod_termination_delay)
         self.snapshot = snapshot
+        self.uncaptured: list[str] = []  # resources forbidden because the snapshot lacks them
         seeds: list[Obj] = list(objects)
         self._epoch = (time.time(), time.monotonic())
         if snapshot is not None:
             from .seed import snapshot_objects
 
-            view_objs, log_source, now = snapshot_objects(snapshot, self.registry)
+            view_objs, log_source, now, uncaptured = snapshot_objects(snapshot, self.registry)
             self._epoch = (now.timestamp(), time.monotonic())
+            # What the snapshot could not hold (a cluster-info dump has no quotas, limit
+            # ranges, RuntimeClasses, PriorityClasses, ConfigMaps) is unreadable here too,
+            # as the snapshot view reports it: serving it empty would read as "none in the
+            # cluster" live, "not checked" from the snapshot.
+            self.uncaptured = uncaptured if hide_uncaptured else []
+            for plural in self.uncaptured:
+                self.faults.forbid(plural)
             seeds = view_objs + seeds
             self.store.log_source = log_source
         self.store.seed(seeds)

@@ -1,0 +1,119 @@
+"""GPU pods that were placed on a node but do not run as they should.
+
+The kubelet rejected them at admission (``UnexpectedAdmissionError``, ``OutOf<resource>``,
+"Allocate failed due to ..."), they are stuck in ContainerCreating / Init with Warning
+events (sandbox, container-hook, StartError, ContainerCannotRun, RunContainerError), or
+they started and failed because of the GPU stack (CUDA/NVML errors in their log or
+termination message). Each is diagnosed like a pending pod: its own evidence first (events,
+status, logs: hard errors count at once, no age threshold), then its node's discovery chain.
+"""
+
+from __future__ import annotations
+
+from handlers.chain import check_chain
+from handlers.chain.fixes import Where, fix, summary
+from handlers.chain.inventory import admission_failed
+from handlers.chain.pods import CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, pod_state
+from handlers.gpu import requests_gpu
+from handlers.logpatterns import classify_log
+from handlers.model import Finding, ObjectRef, Severity
+from handlers.pending.context import PendingContext
+
+_TROUBLE = (CRASHLOOP, CREATE_ERROR, IMAGE_PULL)
+_MAX_EVIDENCE = 4
+_NO_GPU_SYMPTOMS = frozenset({"CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"})
+
+
+def trouble(ctx: PendingContext) -> str | None:
+    """Why a pod that is not Pending does not run as it should, or None when it does (it
+    runs, or it succeeded)."""
+    pod = ctx.pod
+    st = pod.get("status") or {}
+    phase = st.get("phase")
+    if phase == "Succeeded":
+        return None
+    if admission_failed(pod):
+        return f"kubelet rejected it: {st.get('reason')}: {st.get('message', '')}".strip()
+    state = pod_state(pod, ctx.reader.now())
+    issues = [i for i in state.issues if i.kind in _TROUBLE]
+    if issues:
+        return issues[0].describe()
+    if phase == "Failed":
+        return f"status.phase Failed: {st.get('reason') or ''} {st.get('message') or ''}".strip()
+    return None
+
+
+def check(ctx: PendingContext) -> list[Finding]:
+    """Scheduled, not running as it should: admission, events, own logs, the node's chain."""
+    pod = ctx.pod
+    node_name = str((pod.get("spec") or {}).get("nodeName") or "")
+    ref = ObjectRef("Pod", ctx.pod_name, ctx.namespace)
+    node_ref = ObjectRef("Node", node_name)
+    st = pod.get("status") or {}
+    out: list[Finding] = []
+    nested: list[tuple[str, str]] = []
+    if admission_failed(pod):
+        message = str(st.get("message") or "")
+        nested = [(c, line) for c, line in classify_log(message)
+                  if c != "DEVICE_ADMISSION_FAILED"]
+        out.append(Finding(
+            "DEVICE_ADMISSION_FAILED", Severity.CRITICAL,
+            f"Kubelet on {node_name} rejected the pod's GPU allocation.",
+            (ref, node_ref),
+            (f"status.reason: {st.get('reason')}", f"status.message: {message}"),
+            "Delete the pod so that its controller recreates it; if it repeats, restart the "
+            f"device plugin on {node_name}.", (("restart-device-plugin", node_name),),
+        ))
+    found = list(nested)
+    for e in ctx.events:
+        found += [(c, f"event {e.get('reason')}: {line}")
+                  for c, line in classify_log(str(e.get("message", "")))]
+    own = _own_log_lines(ctx)
+    if not requests_gpu(pod):
+        # A container that asked no GPU gets no driver: its CUDA/NVML errors prove
+        # GPU_NOT_REQUESTED (spec.check_gpu_not_requested), not a driver or runtime fault.
+        own = [(c, line) for c, line in own if c not in _NO_GPU_SYMPTOMS]
+    found += own
+    by_code: dict[str, list[str]] = {}
+    for code, line in found:
+        if code == "DEVICE_ADMISSION_FAILED" and out:
+            continue
+        by_code.setdefault(code, [])
+        if line not in by_code[code]:
+            by_code[code].append(line)
+    # Fix texts name the node's GPU components, not this pod.
+    where = Where(node_name or "<node>", pod=f"<device-plugin pod on {node_name or 'the node'}>")
+    for code, lines in by_code.items():
+        # The chain's words for the cause, about this pod and its node.
+        out.append(Finding(
+            code, Severity.CRITICAL,
+            f"The pod's own events, status or log show it: {summary(code, where)}",
+            (ref, node_ref) if node_name else (ref,), tuple(lines[:_MAX_EVIDENCE]),
+            fix(code, where) or (f"gpubot doctor {node_name}" if node_name else
+                                 f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}")))
+    # A pod that asked no GPU is not served by the node's GPU chain: its problem is its own.
+    node = ctx.reader.get("Node", node_name) if node_name and requests_gpu(pod) else None
+    if node is not None:
+        chain = check_chain(ctx.reader, [node])
+        # The pod's own evidence already stands for a code the chain repeats node-wide.
+        seen = {f.code for f in out}
+        out += [f for f in chain.findings if f.severity.is_problem and f.code not in seen]
+    return out
+
+
+def _own_log_lines(ctx: PendingContext) -> list[tuple[str, str]]:
+    """Known error lines in the pod's termination messages and logs."""
+    out: list[tuple[str, str]] = []
+    st = ctx.pod.get("status") or {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for cs in st.get(key) or []:
+            for state in (cs.get("state") or {}, cs.get("lastState") or {}):
+                msg = str((state.get("terminated") or {}).get("message") or "")
+                out += [(c, f"container {cs.get('name')} termination message: {line}")
+                        for c, line in classify_log(msg)]
+    if any(((cs.get("state") or {}).get("waiting") or {}).get("reason") == CREATING
+           for cs in st.get("containerStatuses") or []):
+        return out  # never started: no log to read
+    text = ctx.reader.logs(ctx.namespace, ctx.pod_name)
+    out += [(c, f"log: {line}") for c, line in classify_log(text)]
+    return out
