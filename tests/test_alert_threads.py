@@ -81,3 +81,30 @@ def test_two_replicas_sharing_the_store_post_one_card(tmp_path: Path, backend: s
         c.close()
     if backend == "kubernetes":
         fake.stop()
+
+
+def test_a_diagnosis_lost_to_a_slack_failure_is_posted_on_the_retry(tmp_path: Path) -> None:
+    import json
+
+    slack = RecordingSlack()
+    failures = [1]
+    post = slack.post
+
+    def flaky(channel: str, m: Message, thread_ts: str | None) -> str:
+        if thread_ts is not None and failures:
+            failures.pop()
+            raise RuntimeError("Slack is down")
+        return post(channel, m, thread_ts)
+
+    store = SqliteStore(str(tmp_path / "state.db"))
+    threads = AlertThreads(store, SlackPort(flaky, slack.update), Renderer(),
+                           lambda cmd, channel: Diagnosis(cmd.name, cmd.line()).finish(),
+                           lambda cmd, diag: Renderer().render(diag, argv=cmd.argv()))
+    notifier = AlertNotifier(threads.handle, retry_delay=0.05)
+    body = json.dumps(webhook([alert("GPUXidErrors", Hostname="n1", gpu="0")])).encode()
+    assert notifier.submit(parse(body), "C1")
+    assert notifier.idle(20)
+    notifier.close()
+    assert len([p for p in slack.posts if p[1] is None]) == 1  # one card
+    assert [p for p in slack.posts if p[1] is not None]  # and, on the retry, its diagnosis
+    store.close()

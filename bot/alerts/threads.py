@@ -125,8 +125,10 @@ class AlertThreads:
         channel = str(data.get("channel") or channel)
         if data.get("ts") is None:
             ts = self.slack.post(channel, card, None)
-            data.update(ts=ts, card=card_hash, status=status)
-            rec = self._save(rec, data)  # the card exists: never post it twice
+            # The card exists: never post it twice. Its diagnosis is still owed if what
+            # follows fails and the group comes back.
+            data.update(ts=ts, card=card_hash, status=status, owed=True)
+            rec = self._save(rec, data)
             log.info("alert group %s: card %s in %s", group.group_key, ts, channel)
             changed = True
         else:
@@ -137,9 +139,9 @@ class AlertThreads:
             changed = _states(before) != _states(alerts)
             if changed:
                 self.slack.post(channel, _note(self.renderer, before, alerts, status), ts)
-        if status == "firing" and changed:
+        if status == "firing" and (changed or data.get("owed")):
             data["codes"] = self._diagnoses(channel, ts, commands, dict(data.get("codes") or {}))
-        data["status"] = status
+        data.update(status=status, owed=False)
         self._save(rec, data)
 
     def _diagnoses(self, channel: str, ts: str, commands: list[Command],
