@@ -124,8 +124,12 @@ def _metrics_and_alerts(bot: SlackBot, settings: Settings) -> None:
     """Prometheus for the diagnoses and POST /alertmanager, when configured."""
     from bot.alerts.service import open_alerts
     from bot.metrics.prometheus import open_prometheus
+    from handlers.runtime.checks import duration_seconds
     from handlers.runtime.source import MetricsError
 
+    if duration_seconds(settings.idle_window) is None:
+        raise GpubotError(f"GPUBOT_IDLE_WINDOW must be a PromQL duration such as 1h or 30m, "
+                          f"not {settings.idle_window!r}")
     try:
         bot.prometheus = open_prometheus(
             settings.prometheus_url, {"GPUBOT_PROMETHEUS_TOKEN": settings.prometheus_token or "",

@@ -85,3 +85,10 @@ def test_the_kubernetes_store_needs_a_live_cluster() -> None:
         "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1", "GPUBOT_ALERT_TOKEN": TOKEN,
         "GPUBOT_ALERT_CHANNEL": "C1", "GPUBOT_STORE": "kubernetes"})
     assert code == 2 and "needs a live cluster" in err
+
+
+def test_a_bad_idle_window_is_refused() -> None:
+    code, err = run_serve(["--snapshot", str(ROOT / "examples/gpu-fragmentation")], {
+        "SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1",
+        "GPUBOT_PROMETHEUS_URL": "http://127.0.0.1:9", "GPUBOT_IDLE_WINDOW": "an hour"})
+    assert code == 2 and "GPUBOT_IDLE_WINDOW" in err
