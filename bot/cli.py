@@ -126,14 +126,14 @@ class _Usage(GpubotError):
 
 def _metrics(args: argparse.Namespace) -> PrometheusMetrics | None:
     from bot.metrics import METRIC_COMMANDS
-    from bot.metrics.prometheus import open_prometheus
+    from bot.metrics.prometheus import prometheus_from_env
     from handlers.runtime.source import MetricsError
 
     if args.command not in METRIC_COMMANDS:
         return None
     try:
-        return open_prometheus(args.prometheus or os.environ.get("GPUBOT_PROMETHEUS_URL"),
-                               os.environ)
+        return prometheus_from_env(args.prometheus or os.environ.get("GPUBOT_PROMETHEUS_URL"),
+                                   os.environ)
     except MetricsError as e:
         raise _Usage(str(e)) from None
 

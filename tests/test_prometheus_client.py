@@ -122,3 +122,20 @@ def test_open_prometheus_reads_credentials_from_the_environment_only() -> None:
     assert prom is not None and prom.config.bearer_token == SECRET
     assert SECRET not in repr(prom.config)
     assert json.dumps(prom.source).count(SECRET) == 0
+
+
+def test_prometheus_from_env_reads_the_serve_settings() -> None:
+    from bot.metrics.prometheus import prometheus_from_env
+
+    prom = prometheus_from_env("http://p:9090", {
+        "GPUBOT_PROMETHEUS_TIMEOUT": "2.5", "GPUBOT_IDLE_WINDOW": "30m",
+        "GPUBOT_IDLE_THRESHOLD": "10", "GPUBOT_PROMETHEUS_INSECURE": "true",
+        "GPUBOT_PROMETHEUS_USER": "u", "GPUBOT_PROMETHEUS_PASSWORD": SECRET})
+    assert prom is not None
+    c = prom.config
+    assert (c.timeout, c.idle_window, c.idle_threshold, c.insecure, c.username, c.password) == (
+        2.5, "30m", 10.0, True, "u", SECRET)
+    prom.close()
+    for bad in ({"GPUBOT_IDLE_WINDOW": "an hour"}, {"GPUBOT_PROMETHEUS_TIMEOUT": "soon"}):
+        with pytest.raises(MetricsError, match=next(iter(bad))):
+            prometheus_from_env("http://p:9090", bad)

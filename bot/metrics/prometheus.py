@@ -167,3 +167,26 @@ def open_prometheus(url: str | None, env: dict[str, str] | Any, *, timeout: floa
         username=username or env.get("GPUBOT_PROMETHEUS_USER") or None,
         password=env.get(ENV_PASSWORD) or None, ca_file=ca_file, insecure=insecure,
         idle_window=idle_window, idle_threshold=idle_threshold))
+
+
+def prometheus_from_env(url: str | None, env: Any) -> PrometheusMetrics | None:
+    """``open_prometheus`` with the rest of its settings from the environment, as
+    ``gpubot serve`` reads them (the CLI has no config file). Raises MetricsError."""
+    from handlers.runtime.checks import duration_seconds
+
+    def number(var: str, default: float) -> float:
+        try:
+            return float(env.get(var) or default)
+        except ValueError:
+            raise MetricsError(f"{var} must be a number, not {env.get(var)!r}") from None
+
+    window = env.get("GPUBOT_IDLE_WINDOW") or "1h"
+    if duration_seconds(window) is None:
+        raise MetricsError(f"GPUBOT_IDLE_WINDOW must be a PromQL duration such as 1h, "
+                           f"not {window!r}")
+    insecure = str(env.get("GPUBOT_PROMETHEUS_INSECURE") or "").lower() in ("1", "true",
+                                                                           "yes", "on")
+    return open_prometheus(url, env, timeout=number("GPUBOT_PROMETHEUS_TIMEOUT", 5.0),
+                           ca_file=env.get("GPUBOT_PROMETHEUS_CA_FILE") or None,
+                           insecure=insecure, idle_window=window,
+                           idle_threshold=number("GPUBOT_IDLE_THRESHOLD", 5.0))
