@@ -191,3 +191,19 @@ def test_cli_reads_metrics_for_the_commands_they_apply_to() -> None:
     assert "METRICS_UNAVAILABLE" in codes("doctor")
     assert "INSUFFICIENT_GPU" in codes("why-pending", "ml-team/train-0")
     assert "METRICS_UNAVAILABLE" not in codes("pending")  # per-workload root causes only
+
+
+def test_slack_nodes_shows_metric_findings_and_figures() -> None:
+    from bot.slack.blocks import Renderer, validate
+
+    metrics = FakeMetrics({"DCGM_FI_DEV_GPU_UTIL": [
+        _util(0.0, pod="llm-pretrain-worker-0", namespace="research", Hostname=N1)],
+        "sum(kube_node_status_allocatable": [Sample({}, 24)],
+        "sum(kube_pod_container_resource_requests": [Sample({}, 20)]})
+    diag = nodes.run(Reader(load_snapshot(str(HELD)), metrics=metrics))
+    rendered = Renderer().render(diag, argv=["nodes"])
+    text = " ".join(str(m.blocks) for m in rendered.messages)
+    assert "GPU_IDLE_ALLOCATED" in text and "research/llm-pretrain-worker-0" in text
+    assert "20 of 24 allocatable GPUs" in text
+    for m in rendered.messages:
+        validate(m.blocks)
