@@ -130,14 +130,14 @@ def check_xid(run: _Run, nodes: Iterable[str] | None) -> list[Finding]:
                     "until the GPU is reset)"]
         if info is None:
             severity = Severity.WARNING
-            summary = (f"GPU {gpu} on {node} reported Xid {code}, which gpubot's table does "
-                       "not know.")
+            summary = (f"{node}: {gpu} reported Xid {code}, which gpubot's table does not "
+                       "know.")
             fix = ("Look it up in NVIDIA's Xid catalogue: "
                    "https://docs.nvidia.com/deploy/xid-errors/index.html; on the node: "
                    "dmesg | grep -i xid")
         else:
             severity = _SEVERITY.get(info.action, Severity.WARNING)
-            summary = (f"GPU {gpu} on {node} reported Xid {code} ({info.name}): "
+            summary = (f"{node}: {gpu} reported Xid {code} ({info.name}): "
                        f"{_ACTION_TEXT.get(info.action, info.action)}.")
             evidence.append(f"Xid {code}: {info.meaning} (source: {info.source})")
             if info.hardware:
