@@ -1,7 +1,9 @@
 """gpubot command line: the same diagnoses as Slack, on a snapshot or a cluster.
 
 Exit codes: 0 a diagnosis was produced (whatever it found), 1 the target or the snapshot
-cannot be found or read, 2 usage errors.
+cannot be found or read, 2 usage errors, 3 ``--fail-on`` found a finding that bad.
+Flags follow kubectl's conventions: global flags anywhere on the line, the context's
+namespace as the default one, durations such as ``5s``.
 """
 
 from __future__ import annotations
@@ -11,25 +13,35 @@ import contextlib
 import gc
 import os
 import sys
-import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
-from bot.render import render_json, render_text
+from bot.durations import parse_duration
+from bot.progress import Progress
+from bot.render import render_json, render_text, render_yaml
+from bot.version import version
 from handlers.errors import GpubotError, TargetNotFound
-from handlers.model import Diagnosis
+from handlers.model import Diagnosis, Severity
 from handlers.view import ClusterView, Reader, ViewError
 
 if TYPE_CHECKING:
     from bot.metrics.prometheus import PrometheusMetrics
 
-EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_FINDINGS = 0, 1, 2, 3
+OUTPUTS = ("text", "wide", "json", "yaml")
+MACHINE_OUTPUTS = ("json", "yaml")
+FAIL_ON = ("critical", "warning")
+PROGRESS_DELAY = 0.3  # seconds of work before a progress line appears
 
 EXAMPLES = """examples:
   gpubot why-pending ml-team/train-0 --snapshot examples/plugin-crashloop-cuda-mismatch
   gpubot why-pending deployment/llm-serve -n inference --snapshot ./dump
   gpubot doctor gpu-node-7 --snapshot ./dump -o json
-  gpubot nodes --snapshot ./dump
+  gpubot nodes -o wide --snapshot ./dump.yaml.gz
+  gpubot -n ml-team pending -l app=train --context prod --timeout 30s
+  gpubot quota -A --fail-on warning -o yaml
+  kubectl get pods,nodes -A -o yaml | gpubot pending --snapshot -
+  source <(gpubot completion bash)
 
 make a snapshot of a cluster:
   kubectl cluster-info dump --all-namespaces --output-directory ./dump
@@ -39,67 +51,132 @@ make a snapshot of a cluster:
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with a hint of what to type after every usage error."""
+    """argparse, with a hint of what to type after every usage error. A usage error in a
+    subcommand's arguments shows that subcommand's usage, wherever argparse noticed it."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    commands: dict[str, argparse.ArgumentParser]
+
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         sys.stderr.write(f"gpubot: error: {message}\nRun `{self.prog} --help` for examples.\n")
         sys.exit(EXIT_USAGE)
 
-
-def _add_source(p: argparse.ArgumentParser) -> None:
-    src = p.add_argument_group("what to read (default: the current kubectl context)")
-    src.add_argument("--snapshot", metavar="PATH",
-                     help="a snapshot: kubectl -o yaml/json files, a cluster-info dump "
-                          "(directory or single stream), or a directory mixing them")
-    src.add_argument("--kubeconfig", metavar="FILE",
-                     help="kubeconfig of a live cluster (default: $KUBECONFIG or "
-                          "~/.kube/config; in a pod: its service account)")
-    src.add_argument("--context", metavar="NAME", help="kubeconfig context to use")
-    src.add_argument("--timeout", metavar="SECONDS", type=float, default=10.0,
-                     help="timeout of each API request (default 10)")
-    src.add_argument("--prometheus", metavar="URL",
-                     help="Prometheus for Xid errors, idle GPUs and allocation (default: "
-                          "$GPUBOT_PROMETHEUS_URL; token: $GPUBOT_PROMETHEUS_TOKEN)")
-    p.add_argument("-o", "--output", choices=("text", "json"), default="text",
-                   help="text for people (default), json for tools")
-    p.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                   help="colour in text output (auto: only on a terminal)")
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        ns, extra = self.parse_known_args(args, namespace)
+        if extra:
+            sub = getattr(self, "commands", {}).get(getattr(ns, "command", ""), self)
+            sub.error(f"unrecognized arguments: {' '.join(extra)}")
+        return ns
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Version(argparse.Action):
+    """--version, reading the installed version only when asked (importlib.metadata
+    takes a noticeable part of a command's start)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        sys.stdout.write(f"gpubot {version()}\n")
+        parser.exit()
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def add_global_flags(p: argparse.ArgumentParser, *, here: bool) -> None:
+    """Flags every command takes, before or after its name (kubectl's global flags). Added
+    to the top parser with their defaults (``here``) and to each subcommand with none, so
+    that a flag given before the subcommand is not reset by the subcommand's parser.
+    A new global flag is one ``add(...)`` line."""
+    g = p.add_argument_group("global flags (anywhere on the line)")
+
+    def add(*names: str, default: Any = None, **kw: Any) -> None:
+        g.add_argument(*names, default=default if here else argparse.SUPPRESS, **kw)
+
+    add("--snapshot", metavar="PATH",
+        help="read a snapshot instead of a cluster: kubectl -o yaml/json files, a "
+             "cluster-info dump (directory or stream), a directory mixing them, .gz files; "
+             "- reads standard input")
+    add("--kubeconfig", metavar="FILE",
+        help="kubeconfig of a live cluster (default: $KUBECONFIG or ~/.kube/config; in a "
+             "pod: its service account)")
+    add("--context", metavar="NAME", help="kubeconfig context (default: its current-context)")
+    add("-n", "--namespace", metavar="NS",
+        help="namespace of TARGET (default: the context's namespace, else default); "
+             "pending and quota: only this namespace (default: all)")
+    add("--timeout", metavar="DURATION", type=_duration, default=10.0,
+        help="timeout of each API request: 5s, 1m, 1m30s (default 10s)")
+    add("--prometheus", metavar="URL",
+        help="Prometheus for Xid errors, idle GPUs and allocation in why-pending, doctor and "
+             "nodes (default: $GPUBOT_PROMETHEUS_URL; token: $GPUBOT_PROMETHEUS_TOKEN)")
+    add("-o", "--output", choices=OUTPUTS, default="text",
+        help="text for people (default), wide: text with more columns, json or yaml for tools")
+    add("--color", choices=("auto", "always", "never"), default="auto",
+        help="colour in text output (auto: on a terminal, unless NO_COLOR is set)")
+    add("--fail-on", choices=FAIL_ON, metavar="SEVERITY",
+        help="exit 3 when a finding of this severity or worse is found: critical, warning "
+             "(default: exit 0 whatever is found)")
+
+
+def build_parser() -> _Parser:
     parser = _Parser(prog="gpubot", description="Why is my GPU workload stuck?",
                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="print gpubot's version and exit")
+    add_global_flags(parser, here=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
-    p = sub.add_parser("why-pending", help="root cause of a pending GPU pod or workload",
-                       epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.commands = {}
+
+    def command(name: str, help: str, *, flags: bool = True) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help, description=help, epilog=EXAMPLES,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        if flags:
+            add_global_flags(p, here=False)
+        parser.commands[name] = p
+        return p
+
+    p = command("why-pending", "root cause of a pending GPU pod or workload")
     p.add_argument("target", metavar="TARGET",
                    help="POD, NS/POD, or KIND/NAME (deployment, statefulset, job, replicaset)")
-    p.add_argument("-n", "--namespace", help="namespace of TARGET (default: default)")
-    _add_source(p)
-    p = sub.add_parser("doctor", help="GPU discovery chain per node: driver, plugin, runtime")
+    p = command("doctor", "GPU discovery chain per node: driver, plugin, runtime")
     p.add_argument("node", metavar="NODE", nargs="?", help="one node (default: every GPU node)")
-    _add_source(p)
-    p = sub.add_parser("nodes", help="GPU ledger per node and per GPU model")
-    _add_source(p)
-    p = sub.add_parser("pending", help="every pending GPU workload with its root cause")
-    p.add_argument("-n", "--namespace", help="one namespace (default: all)")
+    command("nodes", "GPU ledger per node and per GPU model")
+    p = command("pending", "every pending GPU workload with its root cause")
+    _all_namespaces(p)
+    p.add_argument("-l", "--selector", metavar="SELECTOR",
+                   help="only pods matching this label selector (app=train,tier!=web)")
     p.add_argument("--limit", type=int, default=50, metavar="N",
                    help="diagnose at most N workloads (default 50)")
-    _add_source(p)
-    p = sub.add_parser("quota", help="GPU quota used/hard per namespace, with the holders")
-    p.add_argument("namespace", metavar="NS", nargs="?", help="one namespace (default: all)")
-    _add_source(p)
-    p = sub.add_parser("serve", help="run the Slack bot (Socket Mode or HTTP) on a snapshot "
-                                     "or a cluster")
+    p = command("quota", "GPU quota used/hard per namespace, with the holders")
+    p.add_argument("ns_arg", metavar="NS", nargs="?", help="one namespace (as -n NS)")
+    _all_namespaces(p)
+    p = command("completion", "shell completion script: gpubot completion bash|zsh|fish",
+                flags=False)
+    p.add_argument("shell", choices=("bash", "zsh", "fish"))
+    p = command("serve", "run the Slack bot (Socket Mode or HTTP) on a snapshot or a cluster",
+                flags=False)
     from bot.serve import add_arguments as add_serve_arguments
 
     add_serve_arguments(p)
+    # serve's own --snapshot/--kubeconfig/--context: given before `serve`, they must stay.
+    for action in p._actions:
+        if action.dest in ("snapshot", "kubeconfig", "context"):
+            action.default = argparse.SUPPRESS
     return parser
 
 
-def open_view(args: argparse.Namespace, err: TextIO) -> ClusterView:
+def _all_namespaces(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-A", "--all-namespaces", action="store_true",
+                   help="every namespace (the default)")
+
+
+def open_view(args: argparse.Namespace, err: TextIO, progress: Progress,
+              stdin: BinaryIO | None = None) -> ClusterView:
     """The cluster view the arguments name. Raises ViewError when it cannot be opened."""
     if args.snapshot and (args.kubeconfig or args.context):
         raise _Usage("--snapshot reads files; --kubeconfig/--context read a live cluster: "
@@ -108,23 +185,50 @@ def open_view(args: argparse.Namespace, err: TextIO) -> ClusterView:
         from bot.live import open_live_view
 
         live = open_live_view(args.kubeconfig, args.context, timeout=args.timeout)
-        if err.isatty():  # a large cluster takes seconds: say what is happening
+        live.transport.on_page = progress.pages
+        if err.isatty() and args.output not in MACHINE_OUTPUTS:
             err.write(f"gpubot: reading {live.source} ...\n")
         return live
     from bot.snapshot import load_snapshot
 
-    start = time.monotonic()
-    view = load_snapshot(args.snapshot)
-    if err.isatty() and time.monotonic() - start > 1.0:
-        err.write(f"gpubot: read {len(view.files)} files in {time.monotonic() - start:.1f}s\n")
-    return view
+    return load_snapshot(args.snapshot, stdin=stdin, progress=progress.files)
 
 
 class _Usage(GpubotError):
     pass
 
 
-def _metrics(args: argparse.Namespace) -> PrometheusMetrics | None:
+def _scope(args: argparse.Namespace) -> str | None:
+    """The namespace pending or quota reads (None: all): -n NS (or quota's NS), else all.
+    They are overviews, so unlike kubectl get they do not narrow to the context's
+    namespace; -A is accepted for the habit."""
+    given = args.namespace
+    positional = getattr(args, "ns_arg", None)
+    if positional and given and positional != given:
+        raise _Usage(f"two namespaces given ({positional}, -n {given}): give one")
+    given = given or positional
+    if given and args.all_namespaces:
+        raise _Usage("give a namespace (-n) or -A, not both")
+    return given or None
+
+
+def _target_namespace(args: argparse.Namespace, view: ClusterView) -> str | None:
+    """-n, else the context's namespace unless TARGET names its own (NS/POD)."""
+    from handlers.why_pending import UsageError, parse_target
+
+    if args.namespace:
+        return str(args.namespace)
+    context_ns = getattr(view, "context_namespace", None)
+    if context_ns:
+        try:
+            parse_target(args.target, context_ns)
+        except UsageError:  # TARGET names another namespace: it wins, as in kubectl
+            return None
+    return context_ns
+
+
+def _metrics(args: argparse.Namespace, environ: Mapping[str, str]
+             ) -> PrometheusMetrics | None:
     from bot.metrics import METRIC_COMMANDS
     from bot.metrics.prometheus import prometheus_from_env
     from handlers.runtime.source import MetricsError
@@ -132,46 +236,75 @@ def _metrics(args: argparse.Namespace) -> PrometheusMetrics | None:
     if args.command not in METRIC_COMMANDS:
         return None
     try:
-        return prometheus_from_env(args.prometheus or os.environ.get("GPUBOT_PROMETHEUS_URL"),
-                                   os.environ)
+        return prometheus_from_env(args.prometheus or environ.get("GPUBOT_PROMETHEUS_URL"),
+                                   environ)
     except MetricsError as e:
         raise _Usage(str(e)) from None
 
 
-def _diagnose(args: argparse.Namespace, reader: Reader) -> Diagnosis:
+def _diagnose(args: argparse.Namespace, view: ClusterView,
+              metrics: PrometheusMetrics | None = None) -> Diagnosis:
     from handlers import doctor, nodes, pending_all, quota, why_pending
 
+    reader = Reader(view, metrics=metrics)
     runners: dict[str, Callable[[], Diagnosis]] = {
-        "why-pending": lambda: why_pending.run(reader, args.target, args.namespace),
+        "why-pending": lambda: why_pending.run(reader, args.target,
+                                               _target_namespace(args, view)),
         "doctor": lambda: doctor.run(reader, args.node),
         "nodes": lambda: nodes.run(reader),
-        "pending": lambda: pending_all.run(reader, args.namespace, limit=args.limit),
-        "quota": lambda: quota.run(reader, args.namespace),
+        "pending": lambda: pending_all.run(reader, _scope(args), limit=args.limit,
+                                           selector=args.selector),
+        "quota": lambda: quota.run(reader, _scope(args)),
     }
     return runners[args.command]()
 
 
+def use_color(choice: str, out: TextIO, environ: Mapping[str, str]) -> bool:
+    """--color always/never, else on a terminal unless NO_COLOR is set (no-color.org)."""
+    if choice != "auto":
+        return choice == "always"
+    return not environ.get("NO_COLOR") and out.isatty()
+
+
+def failed_on(diag: Diagnosis, threshold: str | None) -> bool:
+    """A finding at ``threshold`` severity or worse (``--fail-on``)."""
+    if not threshold:
+        return False
+    worst = Severity(threshold).rank
+    return any(f.severity.rank <= worst for f in diag.findings)
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
-         err: TextIO | None = None) -> int:
+         err: TextIO | None = None, stdin: BinaryIO | None = None,
+         environ: Mapping[str, str] | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
+    environ = os.environ if environ is None else environ
     with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
         args = build_parser().parse_args(argv)
     if args.command == "serve":
         from bot.serve import serve
 
         return serve(args)
+    if args.command == "completion":
+        from bot.completion import script
+
+        out.write(script(args.shell, build_parser()))
+        return EXIT_OK
+    from handlers.kube.selectors import SelectorError
     from handlers.why_pending import UsageError
 
+    progress = Progress.on(err, enabled=args.output not in MACHINE_OUTPUTS, delay=PROGRESS_DELAY)
     try:
-        view = open_view(args, err)
-        metrics = _metrics(args)
-        try:
-            diag = _diagnose(args, Reader(view, metrics=metrics))
-        finally:
-            if metrics is not None:
-                metrics.close()
-    except (_Usage, UsageError) as e:
+        with progress:
+            view = open_view(args, err, progress, stdin)
+            metrics = _metrics(args, environ)
+            try:
+                diag = _diagnose(args, view, metrics)
+            finally:
+                if metrics is not None:
+                    metrics.close()
+    except (_Usage, UsageError, SelectorError) as e:
         err.write(f"gpubot: error: {e}\n")
         return EXIT_USAGE
     except TargetNotFound as e:
@@ -185,10 +318,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         diag.unchecked.append(f"not read: {problem}")
     if args.output == "json":
         out.write(render_json(diag, source=source) + "\n")
+    elif args.output == "yaml":
+        out.write(render_yaml(diag, source=source))
     else:
-        color = args.color == "always" or (args.color == "auto" and out.isatty())
-        out.write(render_text(diag, color=color, source=source))
-    return EXIT_OK
+        out.write(render_text(diag, color=use_color(args.color, out, environ), source=source,
+                              wide=args.output == "wide"))
+    return EXIT_FINDINGS if failed_on(diag, args.fail_on) else EXIT_OK
 
 
 def entry() -> None:

@@ -8,15 +8,19 @@ from __future__ import annotations
 import json
 import os
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jinja2
+import yaml
 
+from bot.resources import TEMPLATE_DIR
+from bot.runbook import ENV as RUNBOOK_ENV
+from bot.runbook import runbook_url
 from handlers.model import Diagnosis, Severity
 
-TEMPLATE_DIR = Path(os.environ.get("GPUBOT_TEMPLATES", Path(__file__).resolve().parent.parent
-                                   / "templates"))
+# The -o json/yaml contract's version: bumped when a field changes meaning or goes away
+# (adding fields does not bump it).
+SCHEMA_VERSION = 1
 
 _ANSI = {"critical": "1;31", "warning": "33", "info": "36", "ok": "32", "bold": "1",
          "dim": "2"}
@@ -40,6 +44,7 @@ def _env(color: bool) -> jinja2.Environment:
     def num(v: Any) -> str:
         return f"{float(v):g}" if isinstance(v, int | float) else str(v)
 
+    env.globals["runbook"] = lambda code: runbook_url(str(code), os.environ.get(RUNBOOK_ENV))
     env.filters["paint"] = paint
     env.filters["num"] = num
     env.filters["indent_block"] = lambda s, n=4: "\n".join(
@@ -51,16 +56,46 @@ def template_name(command: str) -> str:
     return f"cli/{command.replace('-', '_')}.txt.j2"
 
 
-def render_text(diag: Diagnosis, *, color: bool = False, source: str = "") -> str:
+def render_text(diag: Diagnosis, *, color: bool = False, source: str = "",
+                wide: bool = False) -> str:
+    """``wide``: tables with more columns (``-o wide``)."""
     tmpl = _env(color).get_template(template_name(diag.command))
     problems = [f for f in diag.findings if f.severity.is_problem]
     return tmpl.render(
-        d=diag, findings=diag.findings, problems=problems, source=source,
+        d=diag, findings=diag.findings, problems=problems, source=source, wide=wide,
         worst=diag.findings[0].severity if diag.findings else Severity.OK,
     )
 
 
-def render_json(diag: Diagnosis, *, source: str = "") -> str:
-    out = diag.to_json()
+def document(diag: Diagnosis, *, source: str = "") -> dict[str, Any]:
+    """The ``-o json``/``-o yaml`` document: docs/schema/diagnosis.schema.json describes it.
+    Whole numbers are integers (a GPU count is 8, not 8.0)."""
+    out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
+    out.update(_plain(diag.to_json()))
     out["source"] = source
-    return json.dumps(out, indent=2, sort_keys=False, default=str)
+    return out
+
+
+def render_json(diag: Diagnosis, *, source: str = "") -> str:
+    return json.dumps(document(diag, source=source), indent=2, sort_keys=False)
+
+
+def render_yaml(diag: Diagnosis, *, source: str = "") -> str:
+    return yaml.safe_dump(document(diag, source=source), sort_keys=False, allow_unicode=True,
+                          width=100)
+
+
+def _plain(value: Any) -> Any:
+    """JSON types only: whole floats as int, tuples and sets as lists, the rest as str."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        items = sorted(value, key=str) if isinstance(value, set | frozenset) else value
+        return [_plain(v) for v in items]
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)  # an IntEnum as its number
+    return str(value)  # str subclasses (StrEnum), dates, paths

@@ -143,12 +143,17 @@ def _metrics_and_alerts(bot: SlackBot, settings: Settings) -> None:
     bot.alerts = open_alerts(bot, settings)
 
 
-def _logging(level: str, secrets: list[str]) -> None:
+def _logging(level: str, secrets: list[str], log_format: str = "text") -> None:
     from bot.slack import redact
 
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    if log_format == "json":
+        from bot.logformat import JsonFormatter
+
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(JsonFormatter())
     redact.install(secrets)
 
 
@@ -158,19 +163,16 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
     """Run until SIGTERM/SIGINT (or ``stop`` is set). ``ready(server)`` is called once
     serving (tests use it to learn the port)."""
     err = err or sys.stderr
-    try:
-        from bot.slack.app import SlackBot
-        from bot.slack.config import ConfigError
-        from bot.slack.server import BotServer
-    except ImportError as e:
-        err.write(f"gpubot: serve needs the Slack extras: pip install 'gpubot[slack]' ({e})\n")
-        return EXIT_USAGE
+    from bot.slack.app import SlackBot
+    from bot.slack.config import ConfigError
+    from bot.slack.server import BotServer
+
     try:
         settings = _settings(args, dict(os.environ) if env is None else env)
     except ConfigError as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_USAGE
-    _logging(settings.log_level, settings.secrets())
+    _logging(settings.log_level, settings.secrets(), settings.log_format)
     try:
         view, probe, close_view = open_cluster(settings)
     except ViewError as e:

@@ -38,6 +38,7 @@ from handlers import why_pending
 from handlers.errors import GpubotError
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.resources import pod_requests
+from handlers.kube.selectors import match_labels, parse_label_selector
 from handlers.model import Diagnosis, Finding, Severity
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import ACTIVE_PODS, Obj, Reader
@@ -253,6 +254,13 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
     return list(groups.values())
 
 
+def _selected(w: PendingWorkload, selector: str | None) -> bool:
+    if not selector:
+        return True
+    pods = w.pods or ([w.template] if w.template is not None else [])
+    return any(match_labels(selector, (p.get("metadata") or {}).get("labels")) for p in pods)
+
+
 # ------------------------------------------------------------------------------ diagnosis
 def _drilldown(w: PendingWorkload) -> str:
     if w.kind == "Pod" or w.kind.lower() not in why_pending.KIND_ALIASES:
@@ -298,14 +306,20 @@ def _severity_rank(sev: str) -> int:
         return Severity.INFO.rank
 
 
-def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LIMIT) -> Diagnosis:
+def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LIMIT,
+        selector: str | None = None) -> Diagnosis:
+    """``selector``: only workloads whose pods (or pod template) match this label selector
+    (kubectl's ``-l``); a malformed one raises ``SelectorError``."""
     namespace = namespace or None  # "" means every namespace, as None does
-    diag = Diagnosis("pending", f"namespace {namespace}" if namespace else "all namespaces")
+    if selector:
+        parse_label_selector(selector)  # refuse a malformed selector before any work
+    scope_text = f"namespace {namespace}" if namespace else "all namespaces"
+    diag = Diagnosis("pending", scope_text + (f", pods matching {selector}" if selector else ""))
     diag.check("unbound Pending pods requesting GPUs, grouped by controller")
     diag.check("GPU controllers short of pods with FailedCreate events")
     diag.check("why-pending for one pod (or pod template) per workload")
     now = reader.now()
-    workloads = find_pending(reader, namespace)
+    workloads = [w for w in find_pending(reader, namespace) if _selected(w, selector)]
     # Diagnose the biggest and oldest first when there are more than `limit`.
     workloads.sort(key=lambda w: (-w.gpus, -w.pods_pending, w.since() or "~",
                                   w.namespace, w.workload))

@@ -79,7 +79,7 @@ def test_missing_snapshot_exits_1_naming_the_path() -> None:
     ["why-pending", "a/b/c/d", "--snapshot", str(TAINT)],        # malformed target
     ["why-pending", "ns1/pod", "-n", "ns2", "--snapshot", str(TAINT)],  # two namespaces
     ["nodes", "--snapshot", str(TAINT), "--context", "prod"],    # two data sources
-    ["nodes", "--snapshot", str(TAINT), "-o", "yaml"],           # bad output format
+    ["nodes", "--snapshot", str(TAINT), "-o", "xml"],            # bad output format
 ])
 def test_usage_errors_exit_2(argv: list[str]) -> None:
     code, _, err = run(*argv)

@@ -1,9 +1,12 @@
-"""The manifests: RBAC grants exactly the reads the bot makes, and nothing else."""
+"""The manifests: RBAC grants exactly the reads the bot makes and, only in the actions and
+ha components, the few writes their features need; every overlay renders and validates."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +15,41 @@ import yaml
 
 from bot.live.kinds import KINDS
 
-BASE = Path(__file__).resolve().parents[1] / "deploy" / "base"
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+BASE = DEPLOY / "base"
+COMPONENTS = DEPLOY / "components"
+OVERLAYS = sorted(p.name for p in (DEPLOY / "overlays").iterdir() if p.is_dir())
 READ = {"get", "list", "watch"}
+# The only writes gpubot may make, and the component that grants each.
+WRITES = {
+    "actions": {("", "pods", "delete"), ("", "nodes", "patch"), ("", "events", "create"),
+                ("events.k8s.io", "events", "create")},
+    "kubernetes-store": {(g, r, v) for g, r in (("", "configmaps"),
+                                                 ("coordination.k8s.io", "leases"))
+                         for v in ("create", "update", "patch", "delete")},
+}
+
+
+def need(tool: str) -> str:
+    """The tool's path; a skip where it is missing, but a failure in CI, which has it."""
+    path = shutil.which(tool)
+    if path is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{tool} is missing in CI")
+        pytest.skip(f"{tool} not installed")
+    return path
+
+
+def _rules(path: Path) -> list[tuple[str, str, set[str], str]]:
+    """(apiGroup, resource, verbs, role kind) of every rule in a manifest file."""
+    out = []
+    for doc in yaml.safe_load_all(path.read_text()):
+        if isinstance(doc, dict) and doc.get("kind") in ("Role", "ClusterRole"):
+            for rule in doc["rules"]:
+                for group in rule["apiGroups"]:
+                    for res in rule["resources"]:
+                        out.append((group, res, set(rule["verbs"]), doc["kind"]))
+    return out
 
 
 def _docs(name: str) -> list[dict[str, Any]]:
@@ -73,10 +109,82 @@ def test_pod_runs_unprivileged() -> None:
         assert sc["capabilities"]["drop"] == ["ALL"]
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl not installed")
+def test_no_wildcards_no_secrets_and_writes_only_where_a_feature_needs_them() -> None:
+    files = sorted(DEPLOY.rglob("*.yaml"))
+    seen_writes: dict[str, set[tuple[str, str, str]]] = {}
+    for path in files:
+        part = path.relative_to(DEPLOY).parts
+        for group, res, verbs, _ in _rules(path):
+            assert "*" not in (group, res) and "*" not in verbs, path
+            assert res.split("/")[0] != "secrets", path
+            writes = {(group, res, v) for v in verbs - READ}
+            if not writes:
+                continue
+            owner = part[1] if part[0] == "components" else part[0]
+            assert owner in WRITES, f"{path}: writes {sorted(writes)} outside actions/ha"
+            seen_writes.setdefault(owner, set()).update(writes)
+    assert seen_writes == WRITES
+
+
+def test_ha_and_actions_use_the_kubernetes_store() -> None:
+    for name in ("actions", "ha"):
+        kust = yaml.safe_load((COMPONENTS / name / "kustomization.yaml").read_text())
+        assert "../kubernetes-store" in kust["components"]
+    store = yaml.safe_load((COMPONENTS / "kubernetes-store" / "kustomization.yaml").read_text())
+    assert "GPUBOT_STORE=kubernetes" in store["configMapGenerator"][0]["literals"]
+
+
+def _render(target: Path) -> list[dict[str, Any]]:
+    out = subprocess.run([need("kubectl"), "kustomize", str(target)], capture_output=True,
+                         text=True, timeout=60, check=True).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
 def test_kustomize_builds() -> None:
-    out = subprocess.run(["kubectl", "kustomize", str(BASE)], capture_output=True, text=True,
-                         timeout=60, check=True).stdout
-    kinds = [d["kind"] for d in yaml.safe_load_all(out) if d]
+    kinds = [d["kind"] for d in _render(BASE)]
     assert {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role",
-            "RoleBinding", "Deployment", "Service"} <= set(kinds)
+            "RoleBinding", "Deployment", "Service", "ConfigMap", "PodDisruptionBudget",
+            "NetworkPolicy"} <= set(kinds)
+
+
+def test_overlays_are_the_documented_ones() -> None:
+    assert OVERLAYS == ["actions", "ha", "http-mode", "monitoring", "socket-mode"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_every_overlay_renders_and_validates_for_kubernetes_1_30(overlay: str) -> None:
+    docs = _render(DEPLOY / "overlays" / overlay)
+    validator = Path(sys.executable).with_name("kubernetes-validate")
+    if not validator.exists():
+        validator = Path(need("kubernetes-validate"))
+    builtin = [d for d in docs if d["kind"] not in ("ServiceMonitor", "PrometheusRule")]
+    res = subprocess.run([str(validator), "-k", "1.30.0", "--strict", "-"],
+                         input=yaml.safe_dump_all(builtin), capture_output=True, text=True,
+                         timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    deploy = next(d for d in docs if d["kind"] == "Deployment")
+    settings = next(d for d in docs if d["kind"] == "ConfigMap"
+                    and d["metadata"]["name"].startswith("gpubot-settings"))["data"]
+    refs = [e["configMapRef"]["name"] for c in deploy["spec"]["template"]["spec"]["containers"]
+            for e in c["envFrom"] if "configMapRef" in e]
+    assert refs == [next(d for d in docs if d["kind"] == "ConfigMap")["metadata"]["name"]]
+    mode = {"http-mode": "http"}.get(overlay, "socket")
+    assert settings["GPUBOT_SLACK_MODE"] == mode
+    replicas = deploy["spec"]["replicas"]
+    assert replicas == (2 if overlay == "ha" else 1)
+    if replicas > 1 or overlay == "actions":
+        assert settings["GPUBOT_STORE"] == "kubernetes"
+    else:
+        assert "GPUBOT_STORE" not in settings  # SQLite, the default
+    pdb = next(d for d in docs if d["kind"] == "PodDisruptionBudget")["spec"]
+    assert pdb.get("minAvailable", 0) < replicas  # a drain can always evict one
+
+
+def test_probes_resources_and_a_read_only_root() -> None:
+    pod = _docs("deployment.yaml")[0]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert c["resources"]["requests"] and c["resources"]["limits"]["memory"]
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["securityContext"]["runAsUser"] != 0

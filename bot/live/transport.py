@@ -73,6 +73,9 @@ class _Stats:
     bytes: int = 0
     retries: int = 0
     by_path: dict[str, _PathStats] = field(default_factory=dict)
+    # For /metrics: requests by (verb, HTTP code or "error"), retries by (verb, reason).
+    by_code: dict[tuple[str, str], int] = field(default_factory=dict)
+    retry_reasons: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 _DROPPED = (u3.ProtocolError, http.client.HTTPException, ConnectionError)
@@ -103,6 +106,8 @@ class Transport:
         self._stats = _Stats()
         self._down: tuple[float, str] | None = None
         self.server_clock: tuple[datetime, float] | None = None
+        # Called after each page of a list: (kind, pages so far, objects so far).
+        self.on_page: Callable[[str, int, int], None] | None = None
 
     # -- counters ---------------------------------------------------------------------------
 
@@ -118,6 +123,15 @@ class Transport:
                 "by_path": {p: {"requests": v.requests, "bytes": v.bytes}
                             for p, v in sorted(s.by_path.items())},
             }
+
+    def counts(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str], int]]:
+        """(requests by (verb, code), retries by (verb, reason)), copies."""
+        with self._lock:
+            return dict(self._stats.by_code), dict(self._stats.retry_reasons)
+
+    def _tally(self, table: dict[tuple[str, str], int], verb: str, label: str) -> None:
+        with self._lock:
+            table[(verb, label)] = table.get((verb, label), 0) + 1
 
     def count(self, path: str, *, requests: int = 0, nbytes: int = 0, retries: int = 0) -> None:
         with self._lock:
@@ -153,7 +167,7 @@ class Transport:
             except _DROPPED as err:
                 if last:
                     raise errors.dropped(self.server, op, attempts) from err
-                self._wait(path, self.retry.delay(attempt))
+                self._wait(path, self.retry.delay(attempt), op, "dropped")
                 continue
             result = Response(resp.status, resp.reason or "", _header_map(resp), data)
             if 200 <= resp.status < 300 or resp.status in accept:
@@ -167,7 +181,7 @@ class Transport:
                 after = _retry_after(result)
                 delay = (min(after, self.retry.max_retry_after) if after is not None
                          else self.retry.delay(attempt))
-                self._wait(path, delay)
+                self._wait(path, delay, op, str(resp.status))
                 continue
             raise self.status_error(op, result)
         raise AssertionError("unreachable")  # pragma: no cover
@@ -195,7 +209,7 @@ class Transport:
             if resp.status == 429 and attempt < attempts:
                 after = _retry_after(result)
                 self._wait(path, min(after if after is not None else self.retry.delay(attempt),
-                                     self.retry.max_retry_after))
+                                     self.retry.max_retry_after), op, "429")
                 continue
             if resp.status == 429:
                 raise errors.throttled(self.server, op, attempts)
@@ -233,6 +247,7 @@ class Transport:
         ``each_page(items, apiVersion)`` transforms every page as it arrives: the watch cache
         keeps lean objects, and a whole list of full ones never exists at once."""
         restarted = False
+        pages = 0
         items: list[Obj] = []
         token = ""
         version = api_version = ""
@@ -249,7 +264,7 @@ class Transport:
                 # window): start over once, from a fresh snapshot.
                 if restarted or not token:
                     raise self.status_error(op, resp)
-                restarted, items, token = True, [], ""
+                restarted, items, token, pages = True, [], "", 0
                 continue
             doc = self.decode(op, resp.data)
             meta = doc.get("metadata") or {}
@@ -259,6 +274,9 @@ class Transport:
             page = [i for i in doc.get("items") or [] if isinstance(i, dict)]
             del doc
             items.extend(each_page(page, api_version) if each_page else page)
+            pages += 1
+            if self.on_page is not None:
+                self.on_page(op.kind, pages, len(items))
             token = str(meta.get("continue") or "")
             if not token:
                 return items, version, api_version
@@ -302,11 +320,14 @@ class Transport:
                 method, url, headers=headers, body=body, timeout=timeout, retries=False,
                 redirect=False, preload_content=False,
             )
+            self._tally(self._stats.by_code, op.verb, str(resp.status))
             self._note_date(resp)
             return resp
         except _DROPPED:
+            self._tally(self._stats.by_code, op.verb, "error")
             raise
         except u3.HTTPError as err:
+            self._tally(self._stats.by_code, op.verb, "error")
             why, remember = self._why(err, read_timeout or self.timeout)
             if remember:
                 self._down = (time.monotonic() + self.unreachable_ttl, why)
@@ -364,8 +385,9 @@ class Transport:
             return f"the proxy failed: {_reason(err)}", True
         return f"{type(err).__name__}: {_reason(err)}", False
 
-    def _wait(self, path: str, delay: float) -> None:
+    def _wait(self, path: str, delay: float, op: Op, reason: str) -> None:
         self.count(path, retries=1)
+        self._tally(self._stats.retry_reasons, op.verb, reason)
         self._sleep(max(0.0, delay))
 
 

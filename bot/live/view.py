@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
@@ -49,6 +50,7 @@ _R = TypeVar("_R")
 _EVENT = KINDS["Event"]
 _POD = KINDS["Pod"]
 _SPEC_LISTS = ("initContainers", "containers", "ephemeralContainers")
+_POD_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 _STATUS_LISTS = ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
 
 
@@ -92,6 +94,9 @@ class LiveView:
         self._missing: dict[str, float] = {}
         self._cache_reads = 0
         self._own_cache = False
+        # The kubeconfig context's namespace (in a pod: its own), the default namespace of
+        # commands as in kubectl; None when the context names none.
+        self.context_namespace: str | None = None
 
     @property
     def source(self) -> str:
@@ -378,13 +383,9 @@ def open_live_view(
     Raises ``KubeconfigError`` (a ``ViewError``) when none of that is usable; no request is
     made before the first read.
     """
-    try:
-        # Typed as Any: the package ships type hints only in recent releases.
-        kclient: Any = importlib.import_module("kubernetes.client")
-        kconfig: Any = importlib.import_module("kubernetes.config")
-    except ImportError as err:
-        raise KubeconfigError("live mode needs the kubernetes package: "
-                              "pip install 'gpubot[live]'") from err
+    # Typed as Any: the package ships type hints only in recent releases.
+    kclient: Any = importlib.import_module("kubernetes.client")
+    kconfig: Any = importlib.import_module("kubernetes.config")
 
     # type.__call__: a fresh Configuration even on releases whose metaclass hands out a
     # copy of the process-wide default (the kubernetes package does the same).
@@ -404,6 +405,8 @@ def open_live_view(
         api_client = kclient.ApiClient(configuration)
         view = LiveView(api_client, timeout=timeout, max_workers=max_workers, retry=retry)
         view._source = f"in-cluster ({view.server})"
+        with contextlib.suppress(OSError):
+            view.context_namespace = Path(_POD_NAMESPACE).read_text().strip() or None
         return view
 
     shown = kubeconfig or env_config or "~/.kube/config"
@@ -436,6 +439,10 @@ def open_live_view(
                               f"{err}") from err
     view = LiveView(api_client, timeout=timeout, max_workers=max_workers, retry=retry)
     view._source = f"context {name} ({view.server})"
+    for c in contexts or []:
+        if isinstance(c, dict) and c.get("name") == name and isinstance(c.get("context"), dict):
+            namespace = c["context"].get("namespace")
+            view.context_namespace = str(namespace) if namespace else None
     return view
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from slack_bolt import Ack, App, BoltRequest, BoltResponse
+from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.http_retry import (
@@ -51,6 +52,7 @@ from bot.slack.commands import ROUTES, Command, CommandError, parse, parse_args
 from bot.slack.commands import run as run_command
 from bot.slack.config import Settings
 from bot.slack.dedupe import Dedupe
+from bot.slack.mentions import Mentions
 from bot.slack.metrics import Metrics
 from bot.slack.pool import Deadline, DiagnosisPool
 from bot.slack.reads import GuardedView
@@ -114,6 +116,7 @@ class Request:
     response_url: str | None
     received: float
     card_ts: str | None = None  # a Re-check: the card to edit
+    thread_ts: str | None = None  # asked in a thread (a mention): every answer goes there
 
 
 def _str(d: Any, *path: str) -> str:
@@ -138,13 +141,14 @@ class SlackBot:
         self.view = view
         self.metrics = metrics or Metrics()
         self.client = client or make_client(settings, self.metrics)
-        self.renderer = renderer or Renderer()
+        self.renderer = renderer or Renderer(runbook_base=settings.runbook_url)
         self.cluster_probe = cluster_probe
         self._clock = clock
         self.pool = DiagnosisPool(settings.workers, settings.queue_size,
                                   max_stuck=settings.max_stuck)
         self.metrics.watch_pool(lambda: self.pool.queued, lambda: self.pool.running,
                                 lambda: self.pool.stuck)
+        self.metrics.watch_cluster(view)
         self.policy = AccessPolicy(settings.channel_namespaces,
                                    restrict_cluster_commands=settings.restrict_cluster_commands)
         self.limiter = RateLimiter(settings.rate_limit)
@@ -176,10 +180,11 @@ class SlackBot:
             # return: no hop through Bolt's 5-thread listener pool, no 10 ms ack polling.
             process_before_response=True,
             listener_executor=self.listener_executor,
-            logger=logging.getLogger("gpubot.slack.bolt"),
+            logger=_bolt_logger(),
         )
         app.middleware(self.drop_repeats)
         app.command(self.settings.command)(self.on_command)
+        Mentions(self).register(app)
         app.action(RECHECK)(self.on_recheck)
         app.action(ACTION)(self.on_action)
         app.error(self.on_error)
@@ -272,55 +277,61 @@ class SlackBot:
     # -- /gpu -------------------------------------------------------------------------------
 
     def on_command(self, ack: Ack, body: dict[str, Any]) -> None:
-        received = self._clock()
-        slash = self.settings.command
         req = Request(_str(body, "user_id"), _str(body, "channel_id"),
-                      _str(body, "channel_name"), _str(body, "response_url") or None, received)
-        text = _str(body, "text")
+                      _str(body, "channel_name"), _str(body, "response_url") or None,
+                      self._clock())
+
+        def reply(text: str, blocks: Sequence[dict[str, Any]] | None = None) -> None:
+            ack(text=text, blocks=blocks, response_type="ephemeral")
+
+        self.handle(_str(body, "text"), req, reply)
+
+    def handle(self, text: str, req: Request, reply: Callable[..., Any],
+               prefix: str | None = None) -> None:
+        """A command's text, from ``/gpu`` or a mention: the guards, then the pool.
+        ``reply(text=..., blocks=...)`` answers the asker privately at once; hints show
+        commands as ``prefix`` (default: the slash command) would take them."""
+        slash = prefix or self.settings.command
         try:
             cmd = parse(text)
         except CommandError as err:
             self.metrics.count("unknown", "usage_error")
-            ack(text=messages.usage(slash, str(err), err.example or "help"),
-                response_type="ephemeral")
+            reply(text=messages.usage(slash, str(err), err.example or "help"))
             return
         log.info("%s %s from user %s in %s", slash, cmd.line(), req.user, req.channel)
         if cmd.name == "help":
             self.metrics.count("help", "help")
-            ack(**self.help_message(cmd.target, req))
-            return
-        if not cmd.route.available():
-            self.metrics.count(cmd.name, "usage_error")
-            ack(text=messages.unavailable(slash, cmd.name), response_type="ephemeral")
+            msg = self.help_message(cmd.target, req, slash)
+            reply(text=msg["text"], blocks=msg["blocks"])
             return
         refused = self._limit(req.user, cmd.name)
         if refused:
-            ack(text=refused, response_type="ephemeral")
+            reply(text=refused)
             return
         try:
             resolved = self.policy.resolve(cmd, req.channel, req.channel_name, req.user)
         except GpubotError as err:  # a target parse_target refuses (checked in parse too)
             self.metrics.count(cmd.name, "usage_error")
-            ack(text=messages.usage(slash, str(err), cmd.route.example), response_type="ephemeral")
+            reply(text=messages.usage(slash, str(err), cmd.route.example))
             return
         if isinstance(resolved, Refusal):
             self.metrics.count(cmd.name, "refused")
-            ack(text=f":no_entry: {resolved.message}", response_type="ephemeral")
+            reply(text=f":no_entry: {resolved.message}")
             return
         if self._submit(resolved, req) is None:
             self.metrics.count(cmd.name, "busy")
-            ack(text=messages.busy(self.pool.queued), response_type="ephemeral")
+            reply(text=messages.busy(self.pool.queued))
             return
-        ack(text=messages.diagnosing(resolved.line(), self.view.source),
-            response_type="ephemeral")
+        reply(text=messages.diagnosing(resolved.line(), self.view.source))
 
-    def help_message(self, topic: str | None, req: Request) -> dict[str, Any]:
+    def help_message(self, topic: str | None, req: Request,
+                     command: str | None = None) -> dict[str, Any]:
         allowed = self.policy.allowed(req.channel, req.channel_name)
         routes = [r for r in ROUTES.values() if topic is None or r.name in (topic, "help")]
         msg = self.renderer.render_template(
-            "slack/help.j2", command=self.settings.command, topic=topic,
-            routes=[{"usage": r.usage, "summary": r.summary, "example": r.example,
-                     "available": r.available()} for r in routes],
+            "slack/help.j2", command=command or self.settings.command, topic=topic,
+            routes=[{"usage": r.usage, "summary": r.summary, "example": r.example}
+                    for r in routes],
             allowed=(sorted(allowed) if allowed is not None
                      else None) if self.policy.channel_map is not None else None,
         )[0]
@@ -335,7 +346,8 @@ class SlackBot:
         req = Request(_str(body, "user", "id"), _str(body, "channel", "id"),
                       _str(body, "channel", "name"), _str(body, "response_url") or None,
                       received, card_ts=_str(body, "container", "message_ts")
-                      or _str(body, "message", "ts"))
+                      or _str(body, "message", "ts"),
+                      thread_ts=_str(body, "container", "thread_ts") or None)
         try:
             value = json.loads(action.get("value") or "")
             argv = value["q"]
@@ -459,11 +471,11 @@ class SlackBot:
         """The card in the channel, the proof in its thread, files if anything was cut."""
         rendered = self.render(cmd, diag, req)
         try:
-            ts = self._post(req.channel, rendered.card)
+            ts = self._post(req.channel, rendered.card, thread_ts=req.thread_ts)
         except SlackApiError as err:
             self._cannot_post(cmd, req, rendered, err)
             return
-        self._post_thread(req.channel, ts, rendered, cmd, diag)
+        self._post_thread(req.channel, req.thread_ts or ts, rendered, cmd, diag)
         self.metrics.count(cmd.name, "answered")
         self.metrics.answer_seconds.labels(command=cmd.name).observe(self._clock() - req.received)
 
@@ -481,7 +493,7 @@ class SlackBot:
             self._respond(req, messages.cannot_post(_error_name(err)))
             return
         if changes.added or changes.resolved or not changes.known:
-            self._post_thread(req.channel, req.card_ts, rendered, cmd, diag)
+            self._post_thread(req.channel, req.thread_ts or req.card_ts, rendered, cmd, diag)
         self.metrics.count("recheck", "answered")
         self.metrics.answer_seconds.labels(command="recheck").observe(
             self._clock() - req.received)
@@ -554,7 +566,7 @@ class SlackBot:
         if not req.response_url:
             with contextlib.suppress(SlackApiError):
                 self._call("chat_postEphemeral", channel=req.channel, user=req.user, text=text,
-                           blocks=list(blocks) if blocks else None)
+                           blocks=list(blocks) if blocks else None, thread_ts=req.thread_ts)
             return
         hook = WebhookClient(req.response_url, timeout=15,
                              retry_handlers=retry_handlers(self.metrics,
@@ -577,6 +589,22 @@ class SlackBot:
             self.io.submit(self._respond, req, text)
         except RuntimeError:  # shutting down
             self._respond(req, text)
+
+
+class _KnownNoise(logging.Filter):
+    """Bolt reads SLACK_BOT_TOKEN from the environment even when given a ``client``
+    (slack_bolt/app/app.py: ``token = token or os.environ.get(...)``), then warns at every
+    start that the token is unused. It is the client's own token: nothing to act on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != warning_client_prioritized_and_token_skipped()
+
+
+def _bolt_logger() -> logging.Logger:
+    logger = logging.getLogger("gpubot.slack.bolt")
+    if not any(isinstance(f, _KnownNoise) for f in logger.filters):
+        logger.addFilter(_KnownNoise())
+    return logger
 
 
 def _error_name(err: BaseException) -> str:

@@ -20,7 +20,6 @@ attaches the full report as a file.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,11 +30,10 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from bot.resources import TEMPLATE_DIR
+from bot.runbook import runbook_url, valid_base
 from bot.slack.mrkdwn import code_raw, escape, pre_raw
 from handlers.model import Diagnosis, Finding, Severity
-
-TEMPLATE_DIR = Path(os.environ.get("GPUBOT_TEMPLATES", Path(__file__).resolve().parents[2]
-                                   / "templates"))
 
 # Block Kit limits (https://api.slack.com/reference/block-kit/blocks), as slack_sdk checks them.
 MAX_BLOCKS = 50
@@ -200,7 +198,15 @@ def action_label(action: str, target: str) -> str:
     return clip(label, BUTTON_TEXT)
 
 
-def _env(template_dir: Path) -> jinja2.Environment:
+def link(url: str, text: str) -> Markup:
+    """A mrkdwn link ``<url|text>``, inside a JSON string; plain text when the URL could
+    close the link early."""
+    shown = escape(text)
+    out = f"<{url}|{shown}>" if valid_base(url) else shown
+    return Markup(json.dumps(out, ensure_ascii=False)[1:-1])
+
+
+def _env(template_dir: Path, runbook_base: str | None = None) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir)),
         undefined=jinja2.StrictUndefined,
@@ -213,7 +219,8 @@ def _env(template_dir: Path) -> jinja2.Environment:
                        table=table, chunks=chunks, tojson=tojson)
     env.globals.update(button_value=button_value, icon=lambda s: SEVERITY_ICON.get(str(s), ""),
                        action_label=action_label, max_blocks=MAX_BLOCKS,
-                       mention=lambda u: _user(u) or "")
+                       mention=lambda u: _user(u) or "", link=link,
+                       runbook=lambda code: runbook_url(str(code), runbook_base))
     return env
 
 
@@ -316,12 +323,14 @@ def template_for(command: str) -> str:
 
 
 class Renderer:
-    def __init__(self, template_dir: Path | str = TEMPLATE_DIR) -> None:
+    def __init__(self, template_dir: Path | str = TEMPLATE_DIR,
+                 runbook_base: str | None = None) -> None:
         self.template_dir = Path(template_dir)
+        self.runbook_base = runbook_base
 
     @cached_property
     def env(self) -> jinja2.Environment:
-        return _env(self.template_dir)
+        return _env(self.template_dir, self.runbook_base)
 
     def render(self, diag: Diagnosis, *, argv: Sequence[str] = (), source: str = "",
                requester: str | None = None, changes: Changes | None = None,

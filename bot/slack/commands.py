@@ -4,8 +4,7 @@
     -> Command(name="why-pending", target="ml-team/train-0", namespace="ml-team")
 
 A ``CommandError`` says what was wrong and carries an example to show the user.
-``ROUTES`` maps each subcommand to its handler; ``pending`` and ``quota`` are served when
-their handler modules exist in this build.
+``ROUTES`` maps each subcommand to its handler.
 """
 
 from __future__ import annotations
@@ -124,15 +123,6 @@ class Route:
     scope: Scope
     module: str | None  # handlers.<module>, imported on first use
     run: Runner | None
-
-    def available(self) -> bool:
-        if self.module is None:
-            return True
-        try:
-            importlib.import_module(f"handlers.{self.module}")
-        except ImportError:
-            return False
-        return True
 
 
 def _handler(module: str) -> Any:

@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from bot.runbook import DEFAULT_BASE as DEFAULT_RUNBOOK_BASE
+from bot.runbook import valid_base
 from handlers.errors import GpubotError
 
 
@@ -62,6 +64,8 @@ ENV = {
     "dedupe_ttl": "GPUBOT_DEDUPE_TTL",
     "coalesce_ttl": "GPUBOT_COALESCE_TTL",
     "log_level": "GPUBOT_LOG_LEVEL",
+    "log_format": "GPUBOT_LOG_FORMAT",
+    "runbook_url": "GPUBOT_RUNBOOK_URL",
     # Prometheus and Alertmanager (bot/metrics, bot/alerts)
     "prometheus_url": "GPUBOT_PROMETHEUS_URL",
     "prometheus_timeout": "GPUBOT_PROMETHEUS_TIMEOUT",
@@ -107,6 +111,8 @@ class Settings:
     dedupe_ttl: float = 600.0
     coalesce_ttl: float = 5.0  # identical cluster reads within this share one request
     log_level: str = "INFO"
+    log_format: str = "text"  # or json: one JSON object per line, for log collectors
+    runbook_url: str = DEFAULT_RUNBOOK_BASE  # findings link to <runbook_url><CODE>.md
     prometheus_url: str | None = None
     prometheus_timeout: float = 5.0  # per query
     prometheus_user: str | None = None  # basic auth (password: GPUBOT_PROMETHEUS_PASSWORD)
@@ -127,6 +133,9 @@ class Settings:
     prometheus_password: str | None = field(default=None, repr=False)
 
     def validate(self) -> Settings:
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"log_format must be text or json, not {self.log_format!r} "
+                              f"({ENV['log_format']})")
         if self.mode not in MODES:
             raise ConfigError(f"mode must be socket or http, not {self.mode!r} "
                               f"({ENV['mode']}, --mode)")
@@ -144,6 +153,9 @@ class Settings:
                 raise ConfigError(f"{name} must be at least 1 ({ENV[name]})")
         if self.deadline <= 0:
             raise ConfigError(f"deadline must be positive ({ENV['deadline']})")
+        if not valid_base(self.runbook_url):
+            raise ConfigError(f"runbook_url must be an http(s) URL without spaces, quotes or "
+                              f"<>| ({ENV['runbook_url']}), got {self.runbook_url!r}")
         if not self.command.startswith("/"):
             raise ConfigError(f"command must start with '/' ({ENV['command']})")
         return self

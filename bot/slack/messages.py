@@ -24,11 +24,6 @@ def usage(command: str, problem: str, example: str) -> str:
             f"{code(f'{command} help')} lists every command.")
 
 
-def unavailable(command: str, name: str) -> str:
-    return (f":construction: {code(name)} is not available in this version of gpubot. "
-            f"{code(f'{command} help')} lists what is.")
-
-
 def rate_limited(limit: int, wait: float) -> str:
     return (f":snail: You have run {limit} commands in the last minute, the most gpubot "
             f"takes from one person. Please try again in {max(1, round(wait))} s.")

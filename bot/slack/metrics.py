@@ -1,12 +1,27 @@
-"""Prometheus metrics, all named ``gpubot_*``, in a registry of their own (one per bot, so
-tests can run several)."""
+"""Prometheus metrics, in a registry of their own (one per bot, so tests can run several):
+``gpubot_*``, the process and Python collectors (``process_*``, ``python_*``), and, read at
+scrape time, the Kubernetes API requests and the watch cache's figures."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    generate_latest,
+)
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from bot.version import version
 
 # outcome label values of gpubot_commands_total
 OUTCOMES = ("answered", "usage_error", "not_found", "refused", "rate_limited", "busy",
@@ -51,6 +66,15 @@ class Metrics:
                                      registry=r)
         self.cluster_reachable = Gauge("gpubot_cluster_reachable",
                                        "1 when the last cluster probe succeeded.", registry=r)
+        Info("gpubot_build", "The running gpubot.", registry=r).info({"version": version()})
+        # What prometheus_client's default registry has: process_* (CPU, memory, open
+        # file descriptors, start time), python_info, python_gc_*.
+        if registry is None:
+            ProcessCollector(registry=r)
+            PlatformCollector(registry=r)
+            GCCollector(registry=r)
+        self.kube = KubeCollector()
+        r.register(self.kube)
 
     def watch_pool(self, queued: Callable[[], float], running: Callable[[], float],
                    stuck: Callable[[], float]) -> None:
@@ -58,8 +82,84 @@ class Metrics:
         self.busy_workers.set_function(running)
         self.stuck_workers.set_function(stuck)
 
+    def watch_cluster(self, view: Any) -> None:
+        """Export the API requests and watch cache of ``view`` (a LiveView, or a wrapper
+        of one with ``.view``); a snapshot has neither and exports nothing."""
+        self.kube.view = view
+
     def count(self, command: str, outcome: str) -> None:
         self.commands.labels(command=command, outcome=outcome).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class KubeCollector:
+    """Read at each scrape from the live view's transports (the view's own and the watch
+    cache's) and the watch cache's stores: counters live where the requests are made."""
+
+    def __init__(self) -> None:
+        self.view: Any = None
+
+    def _live(self) -> Any:
+        view = self.view
+        for _ in range(4):  # SharedReads(LiveView), GuardedView(...): unwrap to the LiveView
+            if view is None or hasattr(view, "transport"):
+                return view
+            view = getattr(view, "view", None)
+        return None
+
+    def describe(self) -> list[Metric]:
+        return list(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        live = self._live()
+        families = self._families()
+        requests, retries, objects, synced, nbytes, relists = families
+        if live is not None:
+            cache = getattr(live, "cache", None)
+            transports = [live.transport]
+            if cache is not None and getattr(cache, "transport", None) is not live.transport:
+                transports.append(cache.transport)
+            totals: dict[tuple[str, str], int] = {}
+            retried: dict[tuple[str, str], int] = {}
+            for t in transports:
+                by_code, by_reason = t.counts()
+                for k, v in by_code.items():
+                    totals[k] = totals.get(k, 0) + v
+                for k, v in by_reason.items():
+                    retried[k] = retried.get(k, 0) + v
+            for (verb, code), n in sorted(totals.items()):
+                requests.add_metric([verb, code], n)
+            for (verb, reason), n in sorted(retried.items()):
+                retries.add_metric([verb, reason], n)
+            if cache is not None:
+                for kind, figures in sorted(cache.stats()["kinds"].items()):
+                    objects.add_metric([kind], figures["objects"])
+                    synced.add_metric([kind], 1 if figures["synced"] else 0)
+                    nbytes.add_metric([kind], figures["bytes"])
+                    relists.add_metric([kind], figures["lists"])
+        yield from families
+
+    @staticmethod
+    def _families() -> tuple[CounterMetricFamily, CounterMetricFamily, GaugeMetricFamily,
+                             GaugeMetricFamily, GaugeMetricFamily, CounterMetricFamily]:
+        return (
+            CounterMetricFamily("gpubot_kube_api_requests",
+                                "Kubernetes API requests, by verb (list, get, watch) and HTTP "
+                                "code (error: no answer).", labels=("verb", "code")),
+            CounterMetricFamily("gpubot_kube_api_retries",
+                                "Kubernetes API requests retried, by verb and reason (429, "
+                                "5xx code, dropped).", labels=("verb", "reason")),
+            GaugeMetricFamily("gpubot_cache_objects",
+                              "Objects the watch cache holds, by kind.", labels=("kind",)),
+            GaugeMetricFamily("gpubot_cache_synced",
+                              "1 when the watch cache's kind is listed and watched.",
+                              labels=("kind",)),
+            GaugeMetricFamily("gpubot_cache_bytes",
+                              "Approximate JSON bytes the watch cache holds, by kind.",
+                              labels=("kind",)),
+            CounterMetricFamily("gpubot_cache_relists",
+                                "Full lists of a kind: the first, and every one after a watch "
+                                "expired (410 Gone) or broke.", labels=("kind",)),
+        )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -72,6 +73,15 @@ class WSGIApp:
             return _reply(start_response, 200, self.bot.metrics.render(),
                           self.bot.metrics.content_type)
         return _reply(start_response, 404, b"not found\n")
+
+
+def _drop_closed(socket_map: dict[int, Any]) -> None:
+    """Forget the map's file descriptors that are closed, so the next poll can run."""
+    for fd in list(socket_map):
+        try:
+            os.fstat(fd)
+        except OSError:
+            socket_map.pop(fd, None)
 
 
 def _reply(start_response: StartResponse, status: int, body: bytes,
@@ -131,18 +141,14 @@ class BotServer:
         closes every socket itself, in the thread that owns them.
         """
         srv = self.server
-        bad = 0
         try:
             while srv._map and not self.stopped.is_set():
                 try:
                     wasyncore.loop(timeout=LOOP_TIMEOUT, map=srv._map, count=1)
-                    bad = 0
-                except OSError as err:
-                    # A descriptor closed under a running select() (waitress closing its
-                    # wake-up pipe): it has left the map, so the next poll goes on without it.
-                    bad += 1
-                    if err.errno != errno.EBADF or bad > 10:
+                except OSError as err:  # a socket closed under select() by another thread
+                    if err.errno != errno.EBADF:
                         raise
+                    _drop_closed(srv._map)
         finally:
             wasyncore.close_all(srv._map)
 

@@ -9,12 +9,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from .model import SnapshotError
-
-try:
-    import orjson
-except ImportError:  # pragma: no cover - a declared dependency; say so instead of crashing
-    orjson = None  # type: ignore[assignment]
+import orjson
 
 _WS = re.compile(r"[ \t\r\n]*")
 _WS_BYTES = b" \t\r\n"
@@ -37,8 +32,6 @@ class JsonFailure:
 
 def loads(data: bytes | memoryview) -> Any:
     """orjson.loads; raises json.JSONDecodeError (orjson's error subclasses it)."""
-    if orjson is None:  # pragma: no cover
-        raise SnapshotError("reading JSON snapshots needs the orjson package: pip install orjson")
     return orjson.loads(data)
 
 

@@ -12,11 +12,13 @@ import gc
 import json
 import os
 import re
-from collections.abc import Iterator
+import sys
+import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from handlers.view import CLUSTER_SCOPED, Obj
 
@@ -28,23 +30,41 @@ from .view import SnapshotView
 # Not snapshots even when they quote Kubernetes YAML; skipped unread.
 _DOC_SUFFIXES = (".md", ".markdown", ".rst", ".html", ".htm")
 _LOG_SUFFIXES = (".txt", ".log")
-_ARCHIVE_MAGIC = (b"\x1f\x8b", b"PK\x03\x04", b"BZh", b"\xfd7zXZ", b"(\xb5/\xfd")
+_GZIP_MAGIC = b"\x1f\x8b"
+# Most bytes read from standard input or inflated from one .gz file: more than any real
+# dump file (a 30,000-pod pods.json is ~200 MB), little enough that a gzip bomb cannot
+# exhaust the machine.
+MAX_INFLATED = 2 << 30
+_ARCHIVE_MAGIC = (b"PK\x03\x04", b"BZh", b"\xfd7zXZ", b"(\xb5/\xfd")
 _NON_SPACE = re.compile(rb"\S")
 _UTF8_BOM = b"\xef\xbb\xbf"
 _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # PowerShell 5 `>` writes UTF-16
 
 
-def load_snapshot(path: str | Path) -> SnapshotView:
-    """Read a snapshot file or directory. Raises SnapshotError when there is nothing."""
-    root = Path(path)
-    if not root.exists():
-        raise SnapshotError(f"snapshot {path}: no such file or directory" + _near(Path(path)))
-    loader = _Loader()
-    with _no_cyclic_gc():
-        if root.is_dir():
-            loader.load_dir(root)
-        else:
-            loader.load_file(root)
+def load_snapshot(path: str | Path, *, stdin: BinaryIO | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> SnapshotView:
+    """Read a snapshot file or directory (``-``: ``stdin``, default the process's).
+    ``progress(files, bytes)`` is called after each file read. Raises SnapshotError when
+    there is nothing."""
+    loader = _Loader(progress=progress)
+    if str(path) == "-":
+        stream = stdin if stdin is not None else sys.stdin.buffer
+        data = stream.read(MAX_INFLATED + 1)
+        if len(data) > MAX_INFLATED:
+            raise SnapshotError(f"snapshot on standard input: larger than "
+                                f"{MAX_INFLATED >> 20} MB")
+        with _no_cyclic_gc():
+            loader.load_bytes(Path("stdin"), data)
+        path = "stdin"
+    else:
+        root = Path(path)
+        if not root.exists():
+            raise SnapshotError(f"snapshot {path}: no such file or directory" + _near(root))
+        with _no_cyclic_gc():
+            if root.is_dir():
+                loader.load_dir(root)
+            else:
+                loader.load_file(root)
     if not loader.objects and not loader.logs:
         raise SnapshotError(_nothing_read(str(path), loader.problems))
     return SnapshotView(
@@ -114,6 +134,9 @@ class _Loader:
     files: list[str] = field(default_factory=list)
     logs: LogStore = field(init=False)
     _seen_dirs: set[str] = field(default_factory=set)
+    progress: Callable[[int, int], None] | None = None
+    _read_files: int = 0
+    _read_bytes: int = 0
 
     def __post_init__(self) -> None:
         self.logs = LogStore(self.problems)
@@ -160,13 +183,30 @@ class _Loader:
         except OSError as err:
             self._problem(str(path), None, f"cannot read: {err.strerror}")
             return
-        ctx = _FileContext.of(path)
+        self.load_bytes(path, data)
+
+    def load_bytes(self, path: Path, data: bytes) -> None:
+        """One file's content; gzip (``kubectl ... | gzip``) is read as it is."""
+        self._read_files += 1
+        self._read_bytes += len(data)
+        if data.startswith(_GZIP_MAGIC):
+            try:
+                data = _gunzip(data, MAX_INFLATED)
+            except (EOFError, zlib.error) as err:
+                self._problem(str(path), None, f"cannot decompress gzip: {err}")
+                return
+        # pods.json.gz is read as pods.json would be; messages name the file itself.
+        named = path.with_name(path.name[:-3]) if path.name.endswith(".gz") else path
+        ctx = _FileContext.of(named)
+        ctx.path = str(path)
         logs_before = self.logs.added
-        self._read(ctx, path, data)
+        self._read(ctx, named, data)
         if ctx.is_kubernetes:
             self.problems.extend(ctx.shape_problems)
         if ctx.kept or self.logs.added != logs_before:
             self.files.append(ctx.path)
+        if self.progress is not None:
+            self.progress(self._read_files, self._read_bytes)
 
     # -- telling formats apart ---------------------------------------------------------------
 
@@ -361,6 +401,28 @@ class _Loader:
     @staticmethod
     def _shape_problem(ctx: _FileContext, where: str, message: str) -> None:
         ctx.shape_problems.append(LoadProblem(ctx.path, where, message))
+
+
+def _gunzip(data: bytes, limit: int) -> bytes:
+    """gzip members one after another (``cat a.gz b.gz`` is valid gzip), at most ``limit``
+    bytes out. Raises EOFError when cut short or larger than ``limit``, zlib.error when
+    corrupt."""
+    parts: list[bytes] = []
+    size = 0
+    while data.startswith(_GZIP_MAGIC):
+        d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        buf = data
+        while buf and not d.eof:
+            piece = d.decompress(buf, limit + 1 - size)
+            size += len(piece)
+            if size > limit:
+                raise EOFError(f"it inflates to more than {limit >> 20} MB")
+            parts.append(piece)
+            buf = d.unconsumed_tail
+        if not d.eof:
+            raise EOFError("the compressed data is cut short")
+        data = d.unused_data
+    return b"".join(parts)
 
 
 def _as_utf8(data: bytes) -> bytes:

@@ -57,6 +57,7 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
         self.uploads: dict[str, bytes] = {}
+        self.channels: dict[str, str] = {}  # channel ID -> name, for conversations.info
         self.socket: Any = None
         self._socket_mode = socket_mode
         self._server = _Server(("127.0.0.1", 0), _handler(self))
@@ -198,6 +199,11 @@ class FakeSlack:
                 return 200, {"ok": False, "error": "file_not_found"}, {}
             return 200, {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")}
                                                for f in files or []]}, {}
+        if method == "conversations.info":
+            name = self.channels.get(str(params.get("channel")))
+            if name is None:
+                return 200, {"ok": False, "error": "channel_not_found"}, {}
+            return 200, {"ok": True, "channel": {"id": params.get("channel"), "name": name}}, {}
         if method == "files.info":
             return 200, {"ok": True, "file": {"id": params.get("file")}}, {}
         return 200, {"ok": False, "error": "unknown_method"}, {}

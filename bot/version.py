@@ -1,0 +1,15 @@
+"""gpubot's version: the installed distribution's (pyproject.toml's ``version``)."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as _dist_version
+
+
+@cache
+def version() -> str:
+    try:
+        return _dist_version("gpubot")
+    except PackageNotFoundError:  # a checkout on sys.path without `pip install`
+        return "0+unknown"
