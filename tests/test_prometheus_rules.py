@@ -7,6 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.real_binaries import require
@@ -66,10 +67,23 @@ def test_unit_tests_catch_a_quota_rule_without_ignoring_type(tmp_path: Path) -> 
 
 def test_alertmanager_receiver_example_passes_amtool() -> None:
     (amtool,) = require("amtool")
-    run = subprocess.run([amtool, "check-config", str(DEPLOY / "alertmanager-gpubot.yaml")],
+    run = subprocess.run([amtool, "check-config", str(DEPLOY / "alertmanager-receiver.yaml")],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stdout + run.stderr
-    config = yaml.safe_load((DEPLOY / "alertmanager-gpubot.yaml").read_text())
+    config = yaml.safe_load((DEPLOY / "alertmanager-receiver.yaml").read_text())
     hook = next(r for r in config["receivers"] if r["name"] == "gpubot")["webhook_configs"][0]
     assert hook["url"].endswith("/alertmanager") and hook["send_resolved"] is True
     assert hook["http_config"]["authorization"]["type"] == "Bearer"
+
+
+def test_the_monitoring_overlay_installs_the_rules() -> None:
+    kubectl = shutil.which("kubectl")  # from the image, not Debian: skip cleanly without it
+    if kubectl is None:
+        pytest.skip("kubectl not installed")
+    out = subprocess.run([kubectl, "kustomize", str(DEPLOY.parent / "overlays/monitoring")],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
+    rules = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "PrometheusRule"]
+    assert [(r["metadata"]["name"], r["metadata"]["namespace"]) for r in rules] == [
+        ("gpubot", "gpubot")]
+    alerts = {r["alert"] for g in rules[0]["spec"]["groups"] for r in g["rules"] if "alert" in r}
+    assert alerts == ALERTS
