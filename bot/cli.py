@@ -145,7 +145,9 @@ def build_parser() -> _Parser:
                    help="POD, NS/POD, or KIND/NAME (deployment, statefulset, job, replicaset)")
     p = command("doctor", "GPU discovery chain per node: driver, plugin, runtime")
     p.add_argument("node", metavar="NODE", nargs="?", help="one node (default: every GPU node)")
-    command("nodes", "GPU ledger per node and per GPU model")
+    p = command("nodes", "GPU ledger per node and per GPU model")
+    p.add_argument("--png", metavar="FILE",
+                   help="also write the supply-and-demand chart per GPU model as a PNG")
     p = command("pending", "every pending GPU workload with its root cause")
     _all_namespaces(p)
     p.add_argument("-l", "--selector", metavar="SELECTOR",
@@ -316,6 +318,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     source = view.source
     for problem in getattr(view, "problems", []):
         diag.unchecked.append(f"not read: {problem}")
+    if getattr(args, "png", None) and not _write_chart(diag, args.png, err):
+        return EXIT_NOT_FOUND
     if args.output == "json":
         out.write(render_json(diag, source=source) + "\n")
     elif args.output == "yaml":
@@ -324,6 +328,20 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         out.write(render_text(diag, color=use_color(args.color, out, environ), source=source,
                               wide=args.output == "wide"))
     return EXIT_FINDINGS if failed_on(diag, args.fail_on) else EXIT_OK
+
+
+def _write_chart(diag: Diagnosis, path: str, err: TextIO) -> bool:
+    from pathlib import Path
+
+    from bot.chart import render_png
+    from handlers.chart import chart_data
+
+    try:
+        Path(path).write_bytes(render_png(chart_data(diag)))
+    except OSError as e:
+        err.write(f"gpubot: cannot write the chart to {path}: {e.strerror or e}\n")
+        return False
+    return True
 
 
 def entry() -> None:

@@ -178,7 +178,16 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
     except ViewError as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_NOT_FOUND
-    bot = SlackBot(settings, view, cluster_probe=probe)
+    from bot.slack.approvals import open_approvals
+    from bot.store import StoreError
+
+    try:
+        approvals = open_approvals(settings, view)
+    except StoreError as e:  # diagnoses do not need the store: serve them, say what is off
+        log.error("actions are off: %s", e)
+        err.write(f"gpubot: actions are off: {e}\n")
+        approvals = None
+    bot = SlackBot(settings, view, cluster_probe=probe, approvals=approvals)
     try:
         _metrics_and_alerts(bot, settings)
     except GpubotError as e:

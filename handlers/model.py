@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import Any
 
 from handlers.codes import CODES, code_rank
+from handlers.rootcause import RootCause, link
 
 
 class Severity(StrEnum):
@@ -55,6 +56,8 @@ class Finding:
     fix: str = ""
     # Approval-gated actions a finding proposes, e.g. ("restart-device-plugin", "gpu-node-7").
     actions: tuple[tuple[str, str], ...] = ()
+    # Codes of the other findings of the diagnosis that explain this one (handlers.rootcause).
+    caused_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.code not in CODES:
@@ -69,6 +72,7 @@ class Finding:
             "evidence": list(self.evidence),
             "fix": self.fix,
             "actions": [{"action": a, "target": t} for a, t in self.actions],
+            "caused_by": list(self.caused_by),
         }
 
 
@@ -95,6 +99,10 @@ class Diagnosis:
     unchecked: list[str] = field(default_factory=list)  # what could not run, and why
     nodes: list[NodeVerdict] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)  # handler-specific, for templates
+    root_cause: RootCause | None = None  # set by finish()
+    # Smallest changes that would let the pod schedule, each verified by the filters
+    # (handlers.pending.fitsif); why-pending only.
+    fits_if: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
@@ -131,16 +139,19 @@ class Diagnosis:
                 evidence=tuple(self.checks),
             ))
         unique.sort(key=lambda f: (f.severity.rank, code_rank(f.code)))
-        self.findings = unique
+        # The root cause leads, its symptoms under it (handlers.rootcause).
+        self.findings, self.root_cause = link(unique)
         return self
 
     def to_json(self) -> dict[str, Any]:
         return {
             "command": self.command,
             "target": self.target,
+            "root_cause": self.root_cause.to_json() if self.root_cause else None,
             "findings": [f.to_json() for f in self.findings],
             "checks": list(self.checks),
             "unchecked": list(self.unchecked),
             "nodes": [n.to_json() for n in self.nodes],
+            "fits_if": list(self.fits_if),
             "details": self.details,
         }

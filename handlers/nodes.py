@@ -12,6 +12,7 @@ from typing import Any
 
 from handlers.gpu import (
     GPU_RESOURCE,
+    expected_gpu_count,
     gpu_product,
     gpu_resources,
     is_device_plugin_pod,
@@ -51,6 +52,9 @@ class ModelRow:
     free: float = 0
     pending: float = 0
     cordoned: int = 0
+    # GPUs the nodes have (capacity or GFD's gpu.count) but do not offer: unhealthy or not
+    # advertised.
+    unavailable: float = 0
 
 
 def _ready(node: Obj) -> bool:
@@ -120,6 +124,7 @@ def run(reader: Reader) -> Diagnosis:
         # Cordoned and NotReady nodes take no new pods: their GPUs are not free.
         m.free += row.free if row.ready and not row.cordoned else 0
         m.cordoned += row.cordoned
+        m.unavailable += max(row.capacity, float(expected_gpu_count(n) or 0)) - row.allocatable
         if row.capacity > row.allocatable:
             diag.add(Finding(
                 "GPU_UNHEALTHY", Severity.WARNING,
@@ -127,7 +132,9 @@ def run(reader: Reader) -> Diagnosis:
                 (ObjectRef("Node", name),),
                 (f"capacity nvidia.com/gpu: {row.capacity:g}",
                  f"allocatable nvidia.com/gpu: {row.allocatable:g}"),
-                f"gpubot doctor {name}", (("restart-device-plugin", name),),
+                # No restart offered here: only doctor reads the logs that tell a hardware
+                # fault (drain and repair) from a plugin that can re-check its devices.
+                f"gpubot doctor {name}",
             ))
     for product, demand in pending.items():
         if product in models:

@@ -278,7 +278,8 @@ def diagnose(reader: Reader, w: PendingWorkload) -> Diagnosis:
 
 
 def root_cause(diag: Diagnosis) -> Finding | None:
-    """The first problem finding; else the first finding that names anything at all."""
+    """The root cause (first, see Diagnosis.finish); else the first finding that names
+    anything at all."""
     for f in diag.findings:
         if f.severity.is_problem:
             return f
@@ -295,7 +296,7 @@ def _row(w: PendingWorkload, now: datetime) -> dict[str, Any]:
         "age": age_text(secs), "age_seconds": secs or 0,
         "pod": name_of(pods[0]) if pods else None, "queue": w.queue,
         "code": None, "severity": str(Severity.INFO), "cause": "", "fix": "",
-        "drilldown": _drilldown(w),
+        "drilldown": _drilldown(w), "fits_if": [], "fits_if_closest": "",
     }
 
 
@@ -331,7 +332,10 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
     for w in chosen:
         row = _row(w, now)
         try:
-            found = root_cause(diagnose(reader, w))
+            one = diagnose(reader, w)
+            found = root_cause(one)
+            row["fits_if"] = one.fits_if
+            row["fits_if_closest"] = one.details.get("fits_if_closest", "")
         except Exception as err:  # one broken diagnosis must not sink the whole report
             found = None
             why = str(err) if isinstance(err, GpubotError) else f"{type(err).__name__}: {err}"

@@ -8,15 +8,16 @@ without a namespace is looked up in ``default``.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from handlers.errors import GpubotError, TargetNotFound
 from handlers.gpu import name_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
-from handlers.pending import placement, queueing, quota, spec, started
+from handlers.pending import fitsif, placement, queueing, quota, spec, started
 from handlers.pending.context import PendingContext
+from handlers.rollout import deployment_rollout
 from handlers.runtime import checks as runtime
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import Obj, Reader, ViewError
@@ -240,6 +241,7 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
         pod = stuck_pod if stuck else _pick_pod(controller, pods)
     diag = Diagnosis("why-pending", str(t))
     ns = t.namespace
+    p: placement.Placement | None = None
     if pod is not None:
         ctx = PendingContext(reader, pod, True, ns, controller)
         ctx.events = sorted(reader.events("Pod", name_of(pod), ns), key=_event_time)
@@ -270,15 +272,86 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
             diag.unchecked.append(f"the pod does not run as it should ({trouble}); no known "
                                   "GPU-stack cause in its events, status, log or node chain")
     else:
-        _diagnose_unbound(ctx, diag)
+        p = _diagnose_unbound(ctx, diag)
     bound = ctx.pod.get("spec", {}).get("nodeName")
     runtime.enrich(reader, diag, nodes=[v.node for v in diag.nodes] or (
         [bound] if bound else None), idle=True, namespace=ns)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
-    return diag.finish()
+    diag.finish()
+    _one_critical_per_cause(diag)
+    if p is not None and not any(f.fits for f in p.fits):
+        _blocking_root(diag)
+    if p is not None and not _gated(ctx):
+        _fits_if(ctx, p, diag)
+        if not any(f.fits for f in p.fits):
+            _rolled_back(ctx, diag)
+    return diag
 
 
-def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> None:
+def _rolled_back(ctx: PendingContext, diag: Diagnosis) -> None:
+    """A Deployment's recent rollout whose previous template would fit: the rollback leads
+    the root cause's fix and is one more way to make it fit."""
+    deploy = ctx.controller
+    if deploy is not None and deploy.get("kind") == "ReplicaSet":
+        ref = next((r for r in deploy.get("metadata", {}).get("ownerReferences") or []
+                    if r.get("kind") == "Deployment"), None)
+        deploy = ctx.reader.get("Deployment", str(ref.get("name")), ctx.namespace) \
+            if ref else None
+    if deploy is None or diag.root_cause is None:
+        return
+    deploy.setdefault("kind", "Deployment")
+    ro = deployment_rollout(ctx.reader, deploy, [ctx.pod] if ctx.pod_exists else [])
+    if ro is None or ro.previous_template is None:
+        return
+    nodes = fitsif.fits_as(ctx, ro.previous_template)
+    if not nodes:
+        return
+    i = diag.root_cause.finding
+    f = diag.findings[i]
+    diag.findings[i] = replace(f, evidence=(*f.evidence, ro.evidence()),
+                               fix=f"{ro.fix()}\n{f.fix}")
+    diag.root_cause = replace(diag.root_cause, fix=diag.findings[i].fix)
+    diag.fits_if.append({"change": "other", "summary": f"{ro.fix()} (then it fits on "
+                         f"{', '.join(nodes[:3])})", "nodes": nodes[:5],
+                         "objects": [{"kind": "Deployment", "name": ro.name,
+                                      "namespace": ro.namespace}]})
+
+
+def _one_critical_per_cause(diag: Diagnosis) -> None:
+    """A symptom another finding explains (caused_by) is not one more critical problem: the
+    cause is. One critical finding per independent cause."""
+    codes = {f.code for f in diag.findings if f.severity == Severity.CRITICAL}
+    diag.findings = [replace(f, severity=Severity.WARNING)
+                     if f.severity == Severity.CRITICAL and set(f.caused_by) & codes else f
+                     for f in diag.findings]
+
+
+# Placement findings about nodes a filter took away: when the pod fits nowhere, each is an
+# independent cause that blocks it now, on its own nodes.
+_EXCLUSIONS = frozenset({"NODE_SELECTOR_MISMATCH", "TAINT_NOT_TOLERATED", "POD_AFFINITY_MISMATCH",
+                         "VOLUME_NODE_AFFINITY", "NODE_UNSCHEDULABLE", "NODE_NOT_READY",
+                         "NODE_PRESSURE"})
+
+
+def _blocking_root(diag: Diagnosis) -> None:
+    """The pod fits nowhere: its root cause, and every node exclusion nothing else explains,
+    block it now, so they are critical (one critical finding per independent cause)."""
+    root = diag.root_cause.finding if diag.root_cause is not None else None
+    diag.findings = [
+        replace(f, severity=Severity.CRITICAL) if f.severity == Severity.WARNING and (
+            i == root or (f.code in _EXCLUSIONS and not f.caused_by)) else f
+        for i, f in enumerate(diag.findings)]
+
+
+def _fits_if(ctx: PendingContext, p: placement.Placement, diag: Diagnosis) -> None:
+    found = fitsif.find(ctx, p.fits, p.gpu_nodes,
+                        lambda n: placement.physical_gpus(p, n), diag.findings)
+    diag.fits_if = [c.to_json() for c in found.changes]
+    if found.closest:
+        diag.details["fits_if_closest"] = found.closest
+
+
+def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> placement.Placement | None:
     for name in CHECKS_RUN:
         diag.check(name)
     diag.add_all(spec.check(ctx))
@@ -286,6 +359,7 @@ def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> None:
     diag.add_all(quota.check(ctx))
     explained = bool(diag.problems)
     gate = _gated(ctx)
+    p = None
     if ctx.nodes:
         found, p = placement.check(ctx)
         diag.nodes = placement.verdicts(p)
@@ -312,6 +386,7 @@ def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> None:
             f"involvedObject.name={ctx.pod_name}; check the scheduler is running: "
             "kubectl -n kube-system get pods -l component=kube-scheduler",
         ))
+    return p
 
 
 def _gated(ctx: PendingContext) -> str | None:

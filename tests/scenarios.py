@@ -24,7 +24,10 @@ class Scenario:
     expect: list[str] = field(default_factory=list)
     forbid: list[str] = field(default_factory=list)
     first: str | None = None
-    root: str | None = None  # the deepest root-cause code (optional; not checked yet)
+    # The root cause's code (None: nothing blocks); required, see has_root.
+    root: str | None = None
+    has_root: bool = False
+    fits_if: list[str] | None = None  # optional: the change kinds of fits_if, in order
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -41,6 +44,7 @@ def load_scenarios() -> list[Scenario]:
             target=data.get("target"), namespace=data.get("namespace"),
             node=data.get("node") or (data.get("target") if command == "doctor" else None),
             expect=list(data.get("expect") or []), forbid=list(data.get("forbid") or []),
-            first=data.get("first"), root=data.get("root"), raw=data,
+            first=data.get("first"), root=data.get("root"), has_root="root" in data,
+            fits_if=None if data.get("fits_if") is None else list(data["fits_if"]), raw=data,
         ))
     return out

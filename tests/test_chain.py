@@ -272,11 +272,13 @@ def test_kubelet_registration_ready_plugin_and_crashing_plugin() -> None:
     _one(diag, "DEVICE_PLUGIN_CRASHLOOP", "gpu-a100-2")
 
 
-def test_gpu_unhealthy_numbers_xid_and_action() -> None:
+def test_gpu_unhealthy_numbers_xid_and_hardware_fix() -> None:
     f = _one(_run("doctor_gpu_unhealthy"), "GPU_UNHEALTHY", "gpu-a100-1")
     assert "allocatable nvidia.com/gpu: 6 < capacity 8" in f.evidence
     assert _has(f.evidence, "XidCriticalError: Xid=79")
-    assert f.actions == (("restart-device-plugin", "gpu-a100-1"),)
+    # Xid 79 is hardware: drain and repair, and no plugin restart is offered.
+    assert f.actions == ()
+    assert "kubectl drain gpu-a100-1" in f.fix and "delete pod" not in f.fix
 
 
 def test_fewer_gpus_than_labelled_is_not_advertised() -> None:

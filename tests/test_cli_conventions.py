@@ -61,7 +61,7 @@ def codes(out: str) -> list[str]:
 def test_global_flags_work_before_and_after_the_subcommand(argv: list[str]) -> None:
     code, out, err = run(*argv)
     assert code == EXIT_OK, err
-    assert codes(out)[0] == "DEVICE_PLUGIN_CRASHLOOP"
+    assert codes(out)[0] == "CUDA_DRIVER_MISMATCH"  # the root cause leads (issue 8)
 
 
 def test_a_usage_error_shows_the_subcommands_own_usage() -> None:
@@ -269,7 +269,7 @@ def test_gzipped_snapshots_are_read_as_they_are(tmp_path: Path) -> None:
         f.unlink()
     code, out, err = run("why-pending", "ml-team/train-0", "--snapshot", str(dump), "-o", "json")
     assert code == EXIT_OK, err
-    assert codes(out)[0] == "DEVICE_PLUGIN_CRASHLOOP"
+    assert codes(out)[0] == "CUDA_DRIVER_MISMATCH"  # the root cause leads (issue 8)
     # Stdin may be gzipped too; a broken gzip file is a problem named, not a crash.
     code, out, _ = run("why-pending", "deployment/segformer", "-n", "cv-team", "--snapshot", "-",
                        "-o", "json", stdin=gzip.compress(TAINT.read_bytes()))

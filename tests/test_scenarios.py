@@ -33,6 +33,18 @@ def run_on(s: Scenario, view: ClusterView) -> Diagnosis:
     return nodes.run(reader)
 
 
+def assert_root_and_fits(s: Scenario, diag: Diagnosis) -> None:
+    """The scenario's `root:` (required) and `fits_if:` kinds (optional) come out."""
+    assert s.has_root, f"{s.name}: scenario.yaml has no `root:` (the root cause's code or null)"
+    got = diag.root_cause.code if diag.root_cause else None
+    assert got == s.root, f"{s.name}: root cause {got}, want {s.root}; got {diag.codes}"
+    if diag.root_cause:
+        assert diag.findings[diag.root_cause.finding].code == s.root
+    if s.fits_if is not None:
+        kinds = [c["change"] for c in diag.fits_if]
+        assert kinds == s.fits_if, f"{s.name}: fits_if {kinds}, want {s.fits_if}"
+
+
 @pytest.mark.parametrize("s", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_scenario(s: Scenario) -> None:
     for code in s.expect + s.forbid + ([s.first] if s.first else []):
@@ -45,6 +57,7 @@ def test_scenario(s: Scenario) -> None:
         f"{s.name}: missing {missing}, unwanted {unwanted}; got {codes}")
     if s.first:
         assert codes[0] == s.first, f"{s.name}: first finding {codes[0]}, want {s.first}"
+    assert_root_and_fits(s, diag)
     for f in diag.findings:
         assert f.summary, f"{s.name}: {f.code} has no summary"
         if f.severity.is_problem:

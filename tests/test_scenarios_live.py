@@ -14,7 +14,7 @@ from handlers.model import Diagnosis
 from handlers.view import ClusterView
 from tests.fake_kube import FakeKube
 from tests.scenarios import Scenario, load_scenarios
-from tests.test_scenarios import run_on
+from tests.test_scenarios import assert_root_and_fits, run_on
 
 SCENARIOS = load_scenarios()
 
@@ -39,3 +39,5 @@ def test_live_mode_gives_the_snapshot_findings(s: Scenario, tmp_path: Path) -> N
     assert [f.code for f in got.findings] == [f.code for f in expected.findings]
     assert _key(got) == _key(expected)
     assert [n.to_json() for n in got.nodes] == [n.to_json() for n in expected.nodes]
+    assert_root_and_fits(s, got)
+    assert got.fits_if == expected.fits_if

@@ -20,7 +20,7 @@ def test_manifest_declares_what_the_bot_uses_and_no_more() -> None:
     assert m["settings"]["socket_mode_enabled"] is True
     assert sorted(m["oauth_config"]["scopes"]["bot"]) == [
         "app_mentions:read", "channels:read", "chat:write", "commands", "files:write",
-        "groups:read"]
+        "groups:read", "usergroups:read"]
     assert "user" not in m["oauth_config"]["scopes"]
     for url in (commands[0]["url"], m["settings"]["interactivity"]["request_url"],
                 m["settings"]["event_subscriptions"]["request_url"]):

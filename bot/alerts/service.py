@@ -80,6 +80,9 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
     if not settings.alert_channel and not routes:
         raise ConfigError("GPUBOT_ALERT_TOKEN is set but no channel for alert cards: set "
                           "GPUBOT_ALERT_CHANNEL (or GPUBOT_ALERT_ROUTES)")
+    approvals = getattr(bot, "approvals", None)
+    if store is None and approvals is not None:
+        store = approvals.store  # one store per bot: the approvals' when actions are on
     owned = store is None
     if store is None:
         store = _open_store(settings, bot.view)

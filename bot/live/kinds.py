@@ -60,6 +60,7 @@ _TABLE: tuple[KindInfo, ...] = (
     KindInfo("Deployment", "apps", "v1", "deployments", True),
     KindInfo("StatefulSet", "apps", "v1", "statefulsets", True),
     KindInfo("ReplicaSet", "apps", "v1", "replicasets", True),
+    KindInfo("ControllerRevision", "apps", "v1", "controllerrevisions", True),
     KindInfo("Job", "batch", "v1", "jobs", True),
     KindInfo("CronJob", "batch", "v1", "cronjobs", True),
     KindInfo("PriorityClass", "scheduling.k8s.io", "v1", "priorityclasses", False),

@@ -9,7 +9,7 @@ pool (``pool.DiagnosisPool``) under a deadline. The answer is a verdict card pos
 channel with ``chat.postMessage``; the proof goes in the card's thread (``thread_ts``);
 a message cut to Block Kit's limits gets the full report attached as files. "Re-check"
 edits the card in place with ``chat.update`` and says what changed. Buttons for actions
-(approvals, a later issue) answer that approvals are not enabled yet.
+open an approval request (``approvals.py``) when the bot runs on a live cluster.
 
 Each listener is a plain method, registered in ``_build_app``; the guards (dedupe, rate
 limit, access) run before any work, in this order: repeated delivery, parse, rate limit,
@@ -47,6 +47,8 @@ from slack_sdk.webhook import WebhookClient
 from bot.metrics import METRIC_COMMANDS
 from bot.slack import messages
 from bot.slack.access import AccessPolicy, RateLimiter, Refusal
+from bot.slack.approvals import ACTIONS_OFF, Approvals
+from bot.slack.approvals import HELP as APPROVAL_HELP
 from bot.slack.blocks import Changes, Message, Rendered, Renderer, diff_codes
 from bot.slack.commands import ROUTES, Command, CommandError, parse, parse_args
 from bot.slack.commands import run as run_command
@@ -54,6 +56,7 @@ from bot.slack.config import Settings
 from bot.slack.dedupe import Dedupe
 from bot.slack.mentions import Mentions
 from bot.slack.metrics import Metrics
+from bot.slack.mrkdwn import code
 from bot.slack.pool import Deadline, DiagnosisPool
 from bot.slack.reads import GuardedView
 from handlers.errors import GpubotError
@@ -136,8 +139,10 @@ class SlackBot:
         renderer: Renderer | None = None,
         cluster_probe: Callable[[], bool] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        approvals: Approvals | None = None,
     ) -> None:
         self.settings = settings
+        self.approvals = approvals  # actions behind an approval (bot/slack/approvals.py)
         self.view = view
         self.metrics = metrics or Metrics()
         self.client = client or make_client(settings, self.metrics)
@@ -187,6 +192,8 @@ class SlackBot:
         Mentions(self).register(app)
         app.action(RECHECK)(self.on_recheck)
         app.action(ACTION)(self.on_action)
+        if self.approvals is not None:
+            self.approvals.attach(self, app)
         app.error(self.on_error)
         return app
 
@@ -207,6 +214,8 @@ class SlackBot:
         if self.alerts is not None:
             self.alerts.close(timeout)
         self.pool.shutdown(timeout)
+        if self.approvals is not None:
+            self.approvals.close()
         if self.prometheus is not None and hasattr(self.prometheus, "close"):
             self.prometheus.close()
         self.io.shutdown(wait=True)
@@ -277,6 +286,12 @@ class SlackBot:
     # -- /gpu -------------------------------------------------------------------------------
 
     def on_command(self, ack: Ack, body: dict[str, Any]) -> None:
+        if Approvals.handles(_str(body, "text")):  # restart-plugin, cordon, ..., audit
+            if self.approvals is not None:
+                self.approvals.on_command(ack, body)
+            else:
+                ack(text=ACTIONS_OFF, response_type="ephemeral")
+            return
         req = Request(_str(body, "user_id"), _str(body, "channel_id"),
                       _str(body, "channel_name"), _str(body, "response_url") or None,
                       self._clock())
@@ -292,6 +307,11 @@ class SlackBot:
         ``reply(text=..., blocks=...)`` answers the asker privately at once; hints show
         commands as ``prefix`` (default: the slash command) would take them."""
         slash = prefix or self.settings.command
+        if Approvals.handles(text):  # only a mention gets here: actions need the slash path
+            asked = f"{self.settings.command} {' '.join(text.split()[:2])}"
+            reply(text=f":point_right: Actions are asked for with the slash command: "
+                       f"{code(asked)}")
+            return
         try:
             cmd = parse(text)
         except CommandError as err:
@@ -331,7 +351,8 @@ class SlackBot:
         msg = self.renderer.render_template(
             "slack/help.j2", command=command or self.settings.command, topic=topic,
             routes=[{"usage": r.usage, "summary": r.summary, "example": r.example}
-                    for r in routes],
+                    for r in routes] + (list(APPROVAL_HELP) if self.approvals is not None
+                                        and topic is None else []),
             allowed=(sorted(allowed) if allowed is not None
                      else None) if self.policy.channel_map is not None else None,
         )[0]
@@ -383,7 +404,11 @@ class SlackBot:
             self._later(req, messages.busy(self.pool.queued))
 
     def on_action(self, ack: Ack, body: dict[str, Any]) -> None:
-        """A proposed action's button. Approvals are a later issue: say so, run nothing."""
+        """A finding's action button: an approval request, or (approvals not enabled) a
+        note saying so."""
+        if self.approvals is not None:
+            self.approvals.on_finding(ack, body)
+            return
         ack()
         action = (body.get("actions") or [{}])[0]
         req = Request(_str(body, "user", "id"), _str(body, "channel", "id"),
@@ -478,6 +503,9 @@ class SlackBot:
         self._post_thread(req.channel, req.thread_ts or ts, rendered, cmd, diag)
         self.metrics.count(cmd.name, "answered")
         self.metrics.answer_seconds.labels(command=cmd.name).observe(self._clock() - req.received)
+        if cmd.name == "nodes":  # drawing takes a second: not on the worker that answers
+            threading.Thread(target=self.attach_chart, args=(req.channel, ts, diag),
+                             daemon=True, name="gpubot-chart").start()
 
     def update_card(self, cmd: Command, diag: Diagnosis, req: Request,
                     before: list[str] | None) -> None:
@@ -507,6 +535,26 @@ class SlackBot:
         if rendered.truncated:
             self.metrics.truncated.inc()
             self.attach_report(channel, ts, cmd, diag)
+
+    def attach_chart(self, channel: str, thread_ts: str, diag: Diagnosis) -> None:
+        """`nodes`: the supply-and-demand chart as a PNG in the thread."""
+        from bot.chart import render_png
+        from handlers.chart import chart_data
+
+        try:
+            png = render_png(chart_data(diag))
+        except Exception:  # the answer stands without its picture
+            log.warning("could not draw the nodes chart", exc_info=True)
+            return
+        try:
+            self._call("files_upload_v2", file_uploads=[{
+                "content": png, "filename": "gpubot-nodes.png",
+                "title": "GPUs per model: supply and demand"}],
+                channel=channel, thread_ts=thread_ts)
+        except SlackApiError:
+            pass  # counted and logged in _call
+        except Exception:  # its own thread: nothing above it would log this
+            log.warning("could not upload the nodes chart", exc_info=True)
 
     def attach_report(self, channel: str, thread_ts: str, cmd: Command, diag: Diagnosis) -> None:
         """The full report as files in the thread (files.getUploadURLExternal, upload,

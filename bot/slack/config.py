@@ -14,6 +14,7 @@ With no map every channel may query every namespace.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -64,6 +65,16 @@ ENV = {
     "dedupe_ttl": "GPUBOT_DEDUPE_TTL",
     "coalesce_ttl": "GPUBOT_COALESCE_TTL",
     "log_level": "GPUBOT_LOG_LEVEL",
+    # approval-gated actions (bot/slack/approvals.py) and the store (bot/store)
+    "approvers": "GPUBOT_APPROVERS",
+    "allow_self_approval": "GPUBOT_ALLOW_SELF_APPROVAL",
+    "approval_ttl": "GPUBOT_APPROVAL_TTL",
+    "verify_timeout": "GPUBOT_VERIFY_TIMEOUT",
+    "plugin_namespace": "GPUBOT_PLUGIN_NAMESPACE",
+    "plugin_selector": "GPUBOT_PLUGIN_SELECTOR",
+    "store": "GPUBOT_STORE",
+    "store_path": "GPUBOT_STORE_PATH",
+    "store_namespace": "GPUBOT_STORE_NAMESPACE",
     "log_format": "GPUBOT_LOG_FORMAT",
     "runbook_url": "GPUBOT_RUNBOOK_URL",
     # Prometheus and Alertmanager (bot/metrics, bot/alerts)
@@ -76,9 +87,6 @@ ENV = {
     "idle_threshold": "GPUBOT_IDLE_THRESHOLD",
     "alert_channel": "GPUBOT_ALERT_CHANNEL",
     "alert_routes": "GPUBOT_ALERT_ROUTES",
-    "store": "GPUBOT_STORE",
-    "store_path": "GPUBOT_STORE_PATH",
-    "store_namespace": "GPUBOT_STORE_NAMESPACE",
 }
 
 MODES = ("socket", "http")
@@ -111,6 +119,15 @@ class Settings:
     dedupe_ttl: float = 600.0
     coalesce_ttl: float = 5.0  # identical cluster reads within this share one request
     log_level: str = "INFO"
+    approvers: tuple[str, ...] | None = None  # Slack user/user-group (S...) IDs; None: off
+    allow_self_approval: bool = False
+    approval_ttl: float = 900.0  # seconds an approval request stays open
+    verify_timeout: float = 180.0  # seconds to wait for an action's effect
+    plugin_namespace: str | None = None  # where device-plugin pods live (None: anywhere)
+    plugin_selector: str | None = None  # label selector for plugin pods of unknown layouts
+    store: str = "sqlite"  # or "kubernetes" (ConfigMaps in store_namespace; many replicas)
+    store_path: str | None = None  # sqlite file; None: ~/.local/state/gpubot/state.db
+    store_namespace: str | None = None  # None: the pod's own namespace, or default
     log_format: str = "text"  # or json: one JSON object per line, for log collectors
     runbook_url: str = DEFAULT_RUNBOOK_BASE  # findings link to <runbook_url><CODE>.md
     prometheus_url: str | None = None
@@ -122,9 +139,6 @@ class Settings:
     idle_threshold: float = 5.0  # percent utilisation
     alert_channel: str | None = None  # where alert cards go unless a route says otherwise
     alert_routes: str | None = None  # "label=value=CHANNEL;..." (bot/alerts/routing.py)
-    store: str = "sqlite"  # or "kubernetes" (ConfigMaps in store_namespace; many replicas)
-    store_path: str = ""  # sqlite file; "": ~/.local/state/gpubot/state.db
-    store_namespace: str = ""  # "": the pod's own namespace (service account), or default
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
@@ -153,6 +167,16 @@ class Settings:
                 raise ConfigError(f"{name} must be at least 1 ({ENV[name]})")
         if self.deadline <= 0:
             raise ConfigError(f"deadline must be positive ({ENV['deadline']})")
+        if self.store not in ("sqlite", "kubernetes"):
+            raise ConfigError(f"store must be sqlite or kubernetes, not {self.store!r} "
+                              f"({ENV['store']})")
+        for name in ("approval_ttl", "verify_timeout"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive ({ENV[name]})")
+        bad = [a for a in self.approvers or () if not _APPROVER.match(a)]
+        if bad:
+            raise ConfigError(f"approvers must be Slack user IDs (U..., W...) or user-group "
+                              f"IDs (S...), not {', '.join(bad)} ({ENV['approvers']})")
         if not valid_base(self.runbook_url):
             raise ConfigError(f"runbook_url must be an http(s) URL without spaces, quotes or "
                               f"<>| ({ENV['runbook_url']}), got {self.runbook_url!r}")
@@ -194,6 +218,19 @@ def parse_channel_map(value: Any, where: str) -> dict[str, frozenset[str]] | Non
     raise ConfigError(f"{where}: expected CHANNEL=NS,... or a mapping, got {type(value).__name__}")
 
 
+_APPROVER = re.compile(r"^[UWS][A-Z0-9]{2,20}$")
+
+
+def parse_approvers(value: Any, where: str) -> tuple[str, ...]:
+    """``"U012AB,S0ONCALL"`` or a YAML list -> ("U012AB", "S0ONCALL")."""
+    if value is None or value == "":
+        return ()
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, list | tuple):
+        raise ConfigError(f"{where}: approvers must be a comma-separated list of Slack IDs")
+    return tuple(str(i).strip() for i in items if str(i).strip())
+
+
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
@@ -202,6 +239,8 @@ def _coerce(name: str, value: Any, where: str) -> Any:
     default = getattr(Settings(), name)
     if name == "channel_namespaces":
         return parse_channel_map(value, where)
+    if name == "approvers":
+        return parse_approvers(value, where)
     if value is None:
         return None
     try:

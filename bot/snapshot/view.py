@@ -38,6 +38,7 @@ MUST_BE_CAPTURED = {
     "RuntimeClass": "runtimeclasses",
     "PriorityClass": "priorityclasses",
     "ConfigMap": "configmaps",
+    "ControllerRevision": "controllerrevisions",
 }
 
 

@@ -42,8 +42,10 @@ from handlers.gpu import (
     nfd_running,
     ns_of,
 )
+from handlers.grouping import group_by_node
 from handlers.logpatterns import classify_log, last_lines
 from handlers.model import Finding, ObjectRef
+from handlers.rollout import with_rollouts
 from handlers.view import Reader
 
 Obj = dict[str, Any]
@@ -224,6 +226,7 @@ def check_chain(reader: Reader, nodes: list[Obj] | None = None) -> ChainReport:
         findings += chain.findings
     ds_checks = (CHECK_RUNTIMECLASS, CHECK_POD_SECURITY, CHECK_PRIVILEGES)
     order = [c for c in ALL_CHECKS if c not in ds_checks or c in checks]
+    findings = group_by_node(with_rollouts(reader, findings), {name_of(n): n for n in scope})
     return ChainReport(chains, findings, order, ctx.unchecked)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from handlers.chain.fixcontext import Setup
 from handlers.model import Severity
 
 CRIT = Severity.CRITICAL
@@ -21,6 +22,10 @@ class Where:
     container: str = ""
     driver: str = ""  # node driver version, e.g. 535.161.08
     cuda: str = ""  # highest CUDA the driver supports, e.g. 12.2
+    setup: Setup | None = None  # what the cluster's setup allows (handlers.chain.fixcontext)
+
+
+CUDA_COMPAT = "https://docs.nvidia.com/deploy/cuda-compatibility/"
 
 
 def _logs(w: Where, previous: bool = True) -> str:
@@ -68,10 +73,12 @@ def fix(code: str, w: Where) -> str:
             f"{_logs(w)}   # why the driver did not load\n"
             f"kubectl debug node/{n} -it --image=ubuntu -- chroot /host sh -c "
             "'lsmod | grep nvidia; dmesg | grep -iE \"nvrm|nvidia\" | tail -20'\n"
-            "GPU operator: a kernel update needs a driver image built for the new kernel; "
-            f"rebuild it with kubectl -n {ns} delete pod -l app=nvidia-driver-daemonset "
-            f"--field-selector spec.nodeName={n}. Host-installed driver: reinstall it for the "
-            "running kernel (modprobe nvidia) or reboot the node.")
+            + (("GPU operator: a kernel update needs a driver image built for the new kernel; "
+                f"rebuild it with kubectl -n {ns} delete pod -l app=nvidia-driver-daemonset "
+                f"--field-selector spec.nodeName={n}.")
+               if _managed(w, "driver") else
+               (f"The driver is installed on the host ({_why(w, 'driver')}): reinstall it for "
+                "the running kernel (modprobe nvidia) or reboot the node.")))
     if code == "CONTAINER_RUNTIME_NOT_CONFIGURED":
         return (
             "Configure the NVIDIA runtime in the node's container runtime and restart it:\n"
@@ -91,14 +98,7 @@ def fix(code: str, w: Where) -> str:
             f"restart the pod (kubectl -n {ns} delete pod {pod}) and switch the toolkit to CDI "
             "or SystemdCgroup = true.")
     if code == "CUDA_DRIVER_MISMATCH":
-        want = w.cuda or "<node CUDA>"
-        return (
-            f"Use an image built for CUDA <= {want}, or upgrade the node driver"
-            + (f" (now {w.driver})" if w.driver else "")
-            + " (GPU operator: kubectl patch clusterpolicy cluster-policy --type merge -p "
-            "'{\"spec\":{\"driver\":{\"version\":\"<newer driver>\"}}}'), or keep the pod on "
-            "nodes whose driver is new enough:\n"
-            "nodeSelector:\n  nvidia.com/cuda.driver.major: \"550\"")
+        return _cuda_fix(w)
     if code == "KUBELET_REGISTRATION_FAILED":
         return (
             f"kubectl -n {ns} delete pod {pod}   # the plugin registers again when it starts\n"
@@ -132,19 +132,16 @@ def fix(code: str, w: Where) -> str:
     if code == "DEVICE_PLUGIN_IMAGE_PULL":
         return (
             f"kubectl -n {ns} describe pod {pod}   # the registry's answer\n"
-            "Point the DaemonSet at a published tag (nvcr.io/nvidia/k8s-device-plugin:v0.17.1) "
-            "and add imagePullSecrets for a private registry; with the GPU operator set "
-            "spec.devicePlugin.version in the ClusterPolicy: kubectl patch clusterpolicy "
-            "cluster-policy --type merge -p '{\"spec\":{\"devicePlugin\":{\"version\":"
-            "\"v0.17.1\"}}}'")
+            + _plugin_image_fix(w))
     if code == "OPERATOR_IMAGE_PULL":
         return (
             f"kubectl -n {ns} describe pod {pod}   # the registry's answer\n"
             "Driver images are published per OS (<version>-ubuntu22.04, -ubuntu24.04, "
-            "-rhel9.4): pick a driver version published for the node's OS, e.g. "
-            "kubectl patch clusterpolicy cluster-policy --type merge -p "
-            "'{\"spec\":{\"driver\":{\"version\":\"550.127.05\"}}}'; for a private registry "
-            "set spec.<component>.repository and imagePullSecrets.")
+            "-rhel9.4)" + (f"; this node runs {w.setup.os_image}" if w.setup and w.setup.os_image
+                           else "") + ": set a driver version published for it in "
+            + _policy_patch(w, "driver", w.setup.newer.driver if w.setup and w.setup.newer
+                            else "<version published for the OS>")
+            + "; for a private registry set spec.<component>.repository and imagePullSecrets.")
     if code == "OPERATOR_COMPONENT_FAILING":
         return f"kubectl -n {ns} describe pod {pod}\n{_logs(w)}"
     if code == "GPU_UNHEALTHY":
@@ -162,8 +159,9 @@ def fix(code: str, w: Where) -> str:
         return (
             "GPU Feature Discovery sets these labels: check its pod on the node "
             f"(kubectl -n {ns} get pods -o wide --field-selector spec.nodeName={n} | grep "
-            "feature-discovery) and enable it (GPU operator: ClusterPolicy spec.gfd.enable: "
-            "true; device-plugin chart: helm upgrade nvdp nvidia/nvidia-device-plugin "
+            "feature-discovery) and enable it ("
+            + ("GPU operator: ClusterPolicy spec.gfd.enable: true; " if _has_operator(w)
+               else "") + "device-plugin chart: helm upgrade nvdp nvidia/nvidia-device-plugin "
             "--set gfd.enabled=true).")
     if code == "DEVICE_ADMISSION_FAILED":
         return (
@@ -180,3 +178,78 @@ def fix(code: str, w: Where) -> str:
             f"kubectl drain {n} --ignore-daemonsets --delete-emptydir-data && kubectl delete "
             f"node {n}. Listed: restart the NFD worker on {n} so it relabels the node.")
     return ""
+
+
+def _managed(w: Where, component: str) -> bool:
+    """True when the operator manages it, or when that could not be checked."""
+    m = getattr(w.setup, component, None) if w.setup else None
+    return m is None or m.yes or not m.known
+
+
+def _unknown(w: Where, component: str) -> bool:
+    m = getattr(w.setup, component, None) if w.setup else None
+    return m is not None and not m.known
+
+
+def _why(w: Where, component: str) -> str:
+    m = getattr(w.setup, component, None) if w.setup else None
+    return m.why if m is not None else ""
+
+
+def _policy_patch(w: Where, component: str, version: str) -> str:
+    """``component``: the ClusterPolicy spec key; Setup names it ``plugin`` for devicePlugin."""
+    attr = "plugin" if component == "devicePlugin" else component
+    m = getattr(w.setup, attr, None) if w.setup else None
+    name = (m.policy if m is not None and m.policy else "cluster-policy")
+    now = f" (now {m.version})" if m is not None and m.version else ""
+    return (f"ClusterPolicy {name}{now}: kubectl patch clusterpolicy {name} --type merge -p "
+            f"'{{\"spec\":{{\"{component}\":{{\"version\":\"{version}\"}}}}}}'")
+
+
+def _cuda_fix(w: Where) -> str:
+    """Options that work here: the image, a node with a newer driver that exists, the
+    driver upgrade through whoever manages the driver."""
+    want = w.cuda or "<node CUDA>"
+    now = f" {w.driver}" if w.driver else ""
+    out = [f"Use an image built for CUDA <= {want} (the newest the node's driver{now} "
+           "supports)."]
+    newer = w.setup.newer if w.setup else None
+    if newer is not None:
+        out.append(f"Or keep the pod on nodes with a newer driver, as {newer.node} has "
+                   f"({newer.driver}" + (f", CUDA {newer.cuda}" if newer.cuda else "") + "):\n"
+                   f"nodeSelector:\n  nvidia.com/cuda.driver.major: \"{newer.major}\"")
+    target = newer.driver if newer is not None else "<a branch that supports the image's CUDA>"
+    if _unknown(w, "driver"):
+        out.append(f"Or upgrade the driver on {w.node} to {target} ({_why(w, 'driver')}): if "
+                   "the GPU operator installs it, " + _policy_patch(w, "driver", target)
+                   + f"; if it is installed on the host, upgrade it there ({CUDA_COMPAT})")
+    elif _managed(w, "driver"):
+        out.append("Or upgrade the driver through the GPU operator, "
+                   + _policy_patch(w, "driver", target)
+                   + ("" if newer else f" (versions: {CUDA_COMPAT})"))
+    else:
+        out.append(f"Or upgrade the host driver on {w.node} to {target} ({_why(w, 'driver')}; "
+                   f"CUDA support per driver: {CUDA_COMPAT})")
+    return "\n".join(out)
+
+
+def _plugin_image_fix(w: Where) -> str:
+    img = w.setup.plugin_image if w.setup else ""
+    tag = img.rsplit(":", 1)[1] if ":" in img.rsplit("/", 1)[-1] else ""
+    where = (f"the image the running plugin pods use ({img})" if img else
+             "a published tag (https://github.com/NVIDIA/k8s-device-plugin/releases)")
+    if _managed(w, "plugin"):
+        return (f"Set the device plugin to {where} through the GPU operator, "
+                + _policy_patch(w, "devicePlugin", tag or "<published tag>")
+                + "; for a private registry set spec.devicePlugin.repository and "
+                "imagePullSecrets.")
+    return (f"Point the DaemonSet at {where} (kubectl -n {w.namespace} set image "
+            f"daemonset/<plugin daemonset> <container>={img or '<image:tag>'}) and add "
+            "imagePullSecrets for a private registry" + (f" ({_why(w, 'plugin')})"
+                                                         if _why(w, "plugin") else "") + ".")
+
+
+def _has_operator(w: Where) -> bool:
+    """A ClusterPolicy exists, or whether one does could not be checked."""
+    m = w.setup.driver if w.setup else None
+    return m is None or not m.known or bool(m.policy)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from handlers.chain.fixes import CRIT, WARN, Where
+from handlers.chain.hardware import hardware_faults, repair_fix
 from handlers.chain.model import (
     CHECK_ADMISSION,
     CHECK_HEALTH,
@@ -70,6 +71,14 @@ def health(run: NodeRun) -> None:
         ev += [f"pod {st.label} log: {ln}" for ln in xid[-_MAX_LOG_EVIDENCE:]]
     sev = CRIT if all(a == 0 for _, _, a in low) else WARN
     w = run._where(st, run.plugin_container(st) or "") if st else run.where
+    faults = hardware_faults(ev)
+    if faults:
+        # Hardware: drain and repair; a plugin restart is not offered (handlers.chain.hardware).
+        run.f.add("GPU_UNHEALTHY", sev, f"GPUs on {run.name} failed in hardware "
+                  f"({', '.join(faults)}); the device plugin marked them unhealthy.",
+                  objects=[run.ref, *([st.ref] if st else [])], evidence=ev,
+                  fix=repair_fix(run.name, faults))
+        return
     run.add("GPU_UNHEALTHY", ev, st=st, severity=sev, where=w,
              actions=[("restart-device-plugin", run.name)])
 

@@ -7,12 +7,14 @@ evidence for the earlier stage's finding. Log lines are read only from failing p
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from handlers.chain.daemonsets import DsIssue, event_message
 from handlers.chain.extras import labels_check, make_row, mig_check, sharing_check
+from handlers.chain.fixcontext import ClusterSetup, operator_seen
 from handlers.chain.fixes import CRIT, INFO, WARN, Where, fix, summary
 from handlers.chain.health import admission, health, partial, workloads
 from handlers.chain.inventory import Inventory
@@ -105,6 +107,20 @@ class ChainContext:
     ds_issues: dict[tuple[str, str], list[DsIssue]] = field(default_factory=dict)
     unchecked: list[str] = field(default_factory=list)
 
+    @cached_property
+    def setup(self) -> ClusterSetup:
+        return ClusterSetup.read(
+            self.inv.cluster_policies,
+            # No ClusterPolicy while operator components run: the data left it out.
+            self.reader.readable("ClusterPolicy") and bool(
+                self.inv.cluster_policies or not operator_seen(
+                    [ds for _, ds in self.inv.component_daemonsets] + self.inv.plugin_daemonsets,
+                    [p for pods in self.inv.plugin_pods.values() for p in pods]
+                    + [p for comps in self.inv.component_pods.values()
+                       for pods in comps.values() for p in pods])),
+            self.inv.plugin_daemonsets, self.reader.list("Node"),
+            [p for pods in self.inv.plugin_pods.values() for p in pods])
+
 
 def node_ready(node: Obj) -> tuple[bool, str]:
     for c in (node.get("status") or {}).get("conditions") or []:
@@ -135,7 +151,7 @@ class NodeRun:
         self.plugins = [pod_state(p, now) for p in ctx.inv.plugin_pods.get(self.name, [])]
         self.plugin_ok = any(s.ready for s in self.plugins)
         self.where = Where(self.name, driver=driver_version(node) or "",
-                           cuda=cuda_version(node) or "")
+                           cuda=cuda_version(node) or "", setup=ctx.setup.for_node(node))
         self.ns = ctx.inv.operator_namespace or "gpu-operator"
         self.stuck: list[str] = []  # why a plugin pod hangs, when no known line says
         self.waiting: list[tuple[str, str, PodState]] = []  # pods blocked in validation
@@ -145,9 +161,9 @@ class NodeRun:
 
     def _where(self, st: PodState | None, container: str = "") -> Where:
         if st is None:
-            return Where(self.name, self.ns, driver=self.where.driver, cuda=self.where.cuda)
+            return replace(self.where, namespace=self.ns)
         c = container or (st.log_containers() or [""])[0]
-        return Where(self.name, st.namespace, st.name, c, self.where.driver, self.where.cuda)
+        return replace(self.where, namespace=st.namespace, pod=st.name, container=c)
 
     def add(self, code: str, evidence: list[str], *, st: PodState | None = None,
             severity: Severity = CRIT, objects: list[ObjectRef] | None = None,

@@ -30,6 +30,7 @@ from handlers.gpu import (
 from handlers.kube.quantity import fmt_quantity, parse_quantity
 from handlers.model import Finding, NodeVerdict, ObjectRef, Severity
 from handlers.pending.context import PendingContext
+from handlers.pending.fitsif import fewest_holders
 from handlers.scheduler.filters import NodeFit, Rejection
 from handlers.scheduler.messages import SchedulingMessage, parse_scheduling_message
 from handlers.view import Obj
@@ -442,9 +443,9 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
             f"{total_free:g} {res} are free across {len(usable)} node(s), but no single node "
             f"has the {need:g} the pod needs.",
             (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
-            f"Drain the smaller holders from one node (e.g. {candidates[0].node}), "
-            "reduce the pod to the per-node free count, or enable bin-packing "
-            "(NodeResourcesFit MostAllocated scoring) so that jobs stop spreading.",
+            _least_disruptive(usable, res, need) + "Or reduce the pod to the per-node free "
+            "count, or enable bin-packing (NodeResourcesFit MostAllocated scoring) so that "
+            "jobs stop spreading.",
         ))
     elif usable:
         out.append(Finding(
@@ -458,6 +459,27 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
     return out
 
 
+def _least_disruptive(usable: list[NodeFit], res: str, need: float) -> str:
+    """The node where the fewest, then smallest, GPU holders must move, and which pods."""
+    best: tuple[tuple[int, float, str], NodeFit, list[tuple[str, float]]] | None = None
+    for f in usable:
+        pick = fewest_holders(f.holders, need - f.free.get(res, 0.0))
+        if pick:
+            key = (len(pick), sum(g for _, g in pick), f.node)
+            if best is None or key < best[0]:
+                best = (key, f, pick)
+    if best is None:
+        return ""
+    _, f, pick = best
+    pods = ", ".join(f"{r} ({g:g} GPUs)" for r, g in pick)
+    cmds = "\n".join(f"kubectl -n {r.split('/', 1)[0]} delete pod {r.split('/', 1)[1]}"
+                     for r, _ in pick)
+    return (f"Least disruptive: move {len(pick)} pod(s) off {f.node}: {pods}; it then has "
+            f"{f.free.get(res, 0.0) + sum(g for _, g in pick):g} free. Cordon it first so "
+            f"they are recreated elsewhere, and uncordon it once they are:\n"
+            f"kubectl cordon {f.node}\n{cmds}\nkubectl uncordon {f.node}\n")
+
+
 def _advertises_less(node: Obj, fit: NodeFit, res: str) -> bool:
     """The node offers fewer GPUs than it physically has (or none at all)."""
     alloc = fit.allocatable.get(res, 0.0)
@@ -469,6 +491,12 @@ def _physical(node: Obj, fit: NodeFit, res: str) -> float:
     cap = parse_quantity((node.get("status", {}).get("capacity") or {}).get(res))
     expected = float(expected_gpu_count(node) or 0) if res == GPU_RESOURCE else 0.0
     return max(fit.allocatable.get(res, 0.0), cap, expected)
+
+
+def physical_gpus(p: Placement, node: str) -> float:
+    """The GPUs ``node`` has of the pod's GPU resource, advertised or not."""
+    res = p.gpu_resource or GPU_RESOURCE
+    return _physical(p.nodes_by_name[node], p.fit(node), res)
 
 
 def _used(fit: NodeFit, res: str) -> float:

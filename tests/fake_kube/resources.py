@@ -131,6 +131,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     _R("apps", "v1", "deployments", "deployment", "Deployment", True, ("deploy",), ("all",)),
     _R("apps", "v1", "replicasets", "replicaset", "ReplicaSet", True, ("rs",), ("all",)),
     _R("apps", "v1", "statefulsets", "statefulset", "StatefulSet", True, ("sts",), ("all",)),
+    _R("apps", "v1", "controllerrevisions", "controllerrevision", "ControllerRevision", True,
+       status_subresource=False),
     # batch/v1
     _R("batch", "v1", "jobs", "job", "Job", True, (), ("all",)),
     _R("batch", "v1", "cronjobs", "cronjob", "CronJob", True, ("cj",), ("all",)),

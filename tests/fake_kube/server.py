@@ -235,6 +235,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.record.resource = rt_route.rtype.qualified + (
             f"/{rt_route.sub}" if rt_route.sub else "")
         self.record.namespace = rt_route.namespace
+        self.record.dry_run = query.get("dryRun") == "All"  # also when a fault answers
         info = RequestInfo(verb, rt_route.rtype, rt_route.sub, rt_route.namespace,
                            rt_route.name)
         self._apply_faults(fake, info)

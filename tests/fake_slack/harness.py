@@ -12,6 +12,7 @@ import json
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -43,7 +44,7 @@ def make_settings(slack: FakeSlack, **overrides: Any) -> Settings:
 
 class BotHarness:
     def __init__(self, snapshot: str | Path | None = None, *, view: ClusterView | None = None,
-                 **settings: Any) -> None:
+                 approvals: Callable[[Settings], Any] | None = None, **settings: Any) -> None:
         self.slack = FakeSlack(socket_mode=settings.get("mode") == "socket")
         self._settings = settings
         if view is None:
@@ -52,13 +53,15 @@ class BotHarness:
             path = snapshot or "examples/plugin-crashloop-cuda-mismatch"
             view = load_snapshot(str(ROOT / path))
         self.view = view
+        self.approvals = approvals  # settings -> bot.slack.approvals.Approvals
         self.bot: SlackBot | None = None
         self.server: BotServer | None = None
 
     def start(self) -> BotHarness:
         self.slack.start()
         self.settings = make_settings(self.slack, **self._settings)
-        self.bot = SlackBot(self.settings, self.view)
+        self.bot = SlackBot(self.settings, self.view, approvals=self.approvals(self.settings)
+                            if self.approvals else None)
         self.server = BotServer(self.bot).start()
         return self
 

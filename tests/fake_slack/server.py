@@ -57,6 +57,7 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
         self.uploads: dict[str, bytes] = {}
+        self.usergroups: dict[str, list[str]] = {}  # usergroups.users.list: ID -> members
         self.channels: dict[str, str] = {}  # channel ID -> name, for conversations.info
         self.socket: Any = None
         self._socket_mode = socket_mode
@@ -199,6 +200,11 @@ class FakeSlack:
                 return 200, {"ok": False, "error": "file_not_found"}, {}
             return 200, {"ok": True, "files": [{"id": f["id"], "title": f.get("title", "")}
                                                for f in files or []]}, {}
+        if method == "usergroups.users.list":
+            members = self.usergroups.get(str(params.get("usergroup")))
+            if members is None:
+                return 200, {"ok": False, "error": "no_such_subteam"}, {}
+            return 200, {"ok": True, "users": list(members)}, {}
         if method == "conversations.info":
             name = self.channels.get(str(params.get("channel")))
             if name is None:

@@ -1,0 +1,605 @@
+"""Approval-gated actions in Slack: the request, the approval card, the decision, the proof.
+
+    /gpu restart-plugin NODE | --all      /gpu cordon NODE      /gpu uncordon NODE
+    /gpu audit [N]
+    a finding's action button on a verdict card (``gpubot_action_N``)
+
+A request is planned against the cluster (``bot.actions.units.preflight``), stored
+(``bot.actions.requests``), and shown as an approval card: what will happen to which
+objects, the blast radius, who asked, when it expires, and Approve / Deny buttons with a
+confirm dialog. A card from a finding goes in the verdict card's thread; one from a
+command goes in the channel and its thread gets the progress.
+
+A click is acknowledged at once; the rules are checked on the server (``requests.check``)
+and every refusal is an ephemeral message to the clicker. The one click that moves the
+request out of ``pending`` (a compare-and-swap in the store) runs it: the card says who
+approved it and when, the thread gets the verification ("GPUs back on gpu-node-7 after
+41 s (8/8); ml-team/train-0 scheduled") or what did not recover. Every step is audited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from slack_bolt import Ack, App
+from slack_sdk.errors import SlackApiError
+
+from bot.actions import units
+from bot.actions.cluster import Cluster
+from bot.actions.requests import (
+    COLLECTION,
+    DENIED,
+    DONE,
+    EXPIRED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    Auditor,
+    Policy,
+    Requests,
+    Runner,
+    check,
+    new_request,
+)
+from bot.actions.units import ALL, ActionError, Plan
+from bot.live.errors import LiveError
+from bot.slack.access import Refusal
+from bot.slack.commands import Command, CommandError, tokenize
+from bot.slack.mrkdwn import code, escape
+from bot.store import Store, StoreError
+
+if TYPE_CHECKING:
+    from bot.slack.app import SlackBot
+
+log = logging.getLogger("gpubot.slack.approvals")
+
+APPROVE = "gpubot_approve"
+DENY = "gpubot_deny"
+WORDS = ("restart-plugin", "cordon", "uncordon", "audit")
+ACTIONS_OFF = (":lock: Actions are off on this gpubot: it reads a snapshot, no approvers are "
+               "configured (GPUBOT_APPROVERS), or its store could not be opened (see its log).")
+# /gpu help entries while actions are on (the shape of help_message's route entries).
+HELP = (
+    {"usage": "restart-plugin NODE|--all", "example": "restart-plugin gpu-node-7",
+     "summary": "restart a node's device plugin (every node, one at a time, with --all) "
+                "once an approver agrees; the thread shows whether the GPUs came back"},
+    {"usage": "cordon NODE  ·  uncordon NODE", "example": "cordon gpu-node-7",
+     "summary": "stop (or allow again) new pods landing on a node, once an approver agrees"},
+    {"usage": "audit [N]", "example": "audit 20",
+     "summary": "the last N action requests, decisions and results"},
+)
+USAGE = ("restart-plugin NODE  ·  restart-plugin --all  ·  cordon NODE  ·  uncordon NODE  ·  "
+         "audit [N]")
+
+
+class GroupMembers:
+    """Members of Slack user groups (``usergroups.users.list``), cached ``ttl`` seconds."""
+
+    def __init__(self, call: Callable[..., Any], ttl: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._call = call
+        self.ttl = ttl
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, set[str]]] = {}
+
+    def __call__(self, group: str) -> set[str]:
+        now = self._clock()
+        with self._lock:
+            hit = self._cache.get(group)
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1]
+        try:
+            resp = self._call("usergroups_users_list", usergroup=group)
+            users = {str(u) for u in resp.get("users") or []}
+        except SlackApiError:
+            # Unknown group or missing scope (usergroups:read): nobody is a member, for
+            # now (not cached: the next click asks again). SlackBot._call logs the error.
+            return set()
+        with self._lock:
+            self._cache[group] = (now, users)
+        return users
+
+
+class Approvals:
+    def __init__(self, store: Store, cluster: Cluster | None, policy: Policy, *,
+                 runner: Runner | None = None, workers: int = 4,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.cluster = cluster
+        self.policy = policy
+        self.requests = Requests(store)
+        self.audit = Auditor(store, cluster)
+        self.runner = runner or (Runner(cluster, verify_timeout=policy.verify_timeout)
+                                 if cluster is not None else None)
+        self._clock = clock
+        # Planning and runs (a verification waits up to verify_timeout): off Bolt's threads.
+        self.executor = ThreadPoolExecutor(workers, thread_name_prefix="gpubot-action")
+        self._bot: SlackBot | None = None
+        self.members: Callable[[str], set[str]] = lambda group: set()
+
+    # -- wiring -----------------------------------------------------------------------------
+
+    def attach(self, bot: SlackBot, app: App) -> None:
+        self._bot = bot
+        self.members = GroupMembers(bot._call)
+        app.action(APPROVE)(self.on_approve)
+        app.action(DENY)(self.on_deny)
+        self._submit(self.recover)
+
+    def recover(self) -> int:
+        """Runs that no bot can still be in (the one running it stopped mid-way): marked
+        failed, said in their thread, so nobody waits for a result that will not come."""
+        now = self._clock()
+        found = 0
+        for rec in self.store.list(COLLECTION, limit=1000):
+            req = rec.data
+            steps = len((req.get("plan") or {}).get("steps") or []) or 1
+            longest = steps * (self.policy.verify_timeout + 60)
+            if req.get("state") != RUNNING or now - float(req.get("decided_at", now)) < longest:
+                continue
+            note = ("interrupted: the bot stopped while running it; check the node(s) "
+                    "before asking again")
+            done = self.requests.move(req["id"], RUNNING, {"state": FAILED, "refused": None,
+                                                           "result": [note]})
+            if done is None:
+                continue
+            found += 1
+            thread = req.get("thread_ts") or req.get("card_ts")
+            what = f"{req.get('action')} {req.get('target')}"
+            if thread:
+                self._post(req["channel"], thread, f":x: {code(what)} was {note}.")
+            self._record(FAILED, done, result=note)
+        return found
+
+    @property
+    def bot(self) -> SlackBot:
+        assert self._bot is not None, "Approvals.attach() was not called"
+        return self._bot
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True, cancel_futures=False)
+        self.store.close()
+
+    @staticmethod
+    def handles(text: str) -> bool:
+        try:
+            words = tokenize(text)
+        except CommandError:
+            return False
+        return bool(words) and words[0].lower() in WORDS
+
+    def _submit(self, fn: Callable[..., object], *args: Any) -> None:
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("approval work failed")
+
+        self.executor.submit(run)
+
+    # -- requests -----------------------------------------------------------------------------
+
+    def on_command(self, ack: Ack, body: dict[str, Any]) -> None:
+        user, channel = _s(body, "user_id"), _s(body, "channel_id")
+        slash = self.bot.settings.command
+        try:
+            words = tokenize(_s(body, "text"))
+            name, target = _parse(words)
+        except CommandError as err:
+            ack(text=f":warning: {err}\nTry: {code(f'{slash} {USAGE}')}",
+                response_type="ephemeral")
+            return
+        refused = self.bot._limit(user, name)
+        if refused:
+            ack(text=refused, response_type="ephemeral")
+            return
+        resolved = self.bot.policy.resolve(Command("nodes"), channel, _s(body, "channel_name"),
+                                           user)
+        if isinstance(resolved, Refusal):
+            ack(text=f":no_entry: {resolved.message}", response_type="ephemeral")
+            return
+        if name == "audit":
+            ack(**self.audit_message(int(target or 10)))
+            return
+        if self.cluster is None:
+            ack(text=":lock: Actions need a live cluster: this gpubot reads a snapshot.",
+                response_type="ephemeral")
+            return
+        ack(text=f":hourglass_flowing_sand: Preparing an approval request for "
+                 f"{code(f'{name} {target}')} ...", response_type="ephemeral")
+        self._submit(self.request, name, target, user, channel, None, "command", [])
+
+    def on_finding(self, ack: Ack, body: dict[str, Any]) -> None:
+        """A finding's action button on a verdict card: a request in that card's thread."""
+        ack()
+        user, channel = _s(body, "user", "id"), _s(body, "channel", "id")
+        action = (body.get("actions") or [{}])[0]
+        try:
+            value = json.loads(action.get("value") or "{}")
+            name = units.FROM_FINDING[str(value["a"])]
+            node = str(value["n"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            self._ephemeral(channel, user, None,
+                            ":warning: This button cannot be read. Run the command again.")
+            return
+        thread = (_s(body, "message", "thread_ts") or _s(body, "container", "message_ts")
+                  or _s(body, "message", "ts"))
+        if self.cluster is None:
+            self._ephemeral(channel, user, thread, ":lock: Actions need a live cluster: "
+                                                   "this gpubot reads a snapshot.")
+            return
+        resolved = self.bot.policy.resolve(Command("nodes"), channel,
+                                           _s(body, "channel", "name"), user)
+        if isinstance(resolved, Refusal):
+            self._ephemeral(channel, user, thread, f":no_entry: {resolved.message}")
+            return
+        refused = self.bot._limit(user, name)
+        if refused:
+            self._ephemeral(channel, user, thread, refused)
+            return
+        source = f"finding {value.get('c')}" if value.get("c") else "finding"
+        self._submit(self.request, name, node, user, channel, thread, source,
+                     _pods_of(str(value.get("t") or "")))
+
+    def request(self, name: str, target: str, user: str, channel: str, thread: str | None,
+                source: str, pending_pods: list[tuple[str, str]]) -> None:
+        assert self.cluster is not None
+        try:
+            plan = units.preflight(self.cluster, name, target)
+        except (ActionError, LiveError) as err:
+            self._ephemeral(channel, user, thread,
+                            f":x: Cannot ask for {code(f'{name} {target}')}: {escape(err)}")
+            return
+        req = new_request(plan, requester=user, channel=channel, thread_ts=thread,
+                          source=source, pending_pods=pending_pods, ttl=self.policy.ttl,
+                          now=self._clock())
+        try:
+            self.requests.create(req)
+        except StoreError as err:
+            self._ephemeral(channel, user, thread, f":x: Cannot store the request: "
+                                                   f"{escape(err)}")
+            return
+        # Audited before the card is out: a quick approval must not be logged first.
+        self._record("requested", req, source=source, problems=plan.problems)
+        msg = card(req, self.policy)
+        args: dict[str, Any] = {"channel": channel, "text": msg["text"],
+                                "blocks": msg["blocks"]}
+        if thread:
+            args["thread_ts"] = thread
+        try:
+            posted = self.bot._call("chat_postMessage", **args)
+        except SlackApiError as err:
+            self._ephemeral(channel, user, thread, f":warning: Cannot post the approval card "
+                                                   f"here ({escape(_err(err))}).")
+            return
+        with contextlib.suppress(StoreError):  # the clicks carry the card's ts anyway
+            self.requests.update(req["id"], {"card_ts": str(posted.get("ts") or "")})
+
+    # -- decisions ------------------------------------------------------------------------------
+
+    def on_approve(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        self._submit(self.decide, body, True)
+
+    def on_deny(self, ack: Ack, body: dict[str, Any]) -> None:
+        ack()
+        self._submit(self.decide, body, False)
+
+    def decide(self, body: dict[str, Any], approve: bool) -> None:
+        try:
+            self._decide(body, approve)
+        except StoreError as err:  # nothing runs without its record: say so to the clicker
+            self._ephemeral(_s(body, "channel", "id"), _s(body, "user", "id"), None,
+                            f":x: Cannot record the decision, nothing was run: {escape(err)}")
+
+    def _decide(self, body: dict[str, Any], approve: bool) -> None:
+        user, channel = _s(body, "user", "id"), _s(body, "channel", "id")
+        card_ts = _s(body, "container", "message_ts") or _s(body, "message", "ts")
+        rid = str(((body.get("actions") or [{}])[0]).get("value") or "")
+        now = self._clock()
+        rec = self.requests.get(rid) if rid else None
+        req = rec.data if rec else None
+        thread = (req or {}).get("thread_ts") or card_ts
+        why = check(req, user, self.policy, self.members, now, deny=not approve)
+        if why and req is not None and req.get("state") == PENDING and now >= float(
+                req.get("expires", 0)):
+            expired = self.requests.move(rid, PENDING, {"state": EXPIRED})
+            if expired is not None:
+                self._update_card(channel, card_ts, expired, [":hourglass: Expired unanswered."])
+                self._record("expired", expired)
+        if why:
+            self._ephemeral(channel, user, thread, f":no_entry: {why}")
+            if req is not None:
+                self._record("refused", req, clicker=user, reason=why, event_on_object=False)
+            return
+        assert req is not None
+        decided = {"decided_by": user, "decided_at": now}
+        moved = self.requests.move(rid, PENDING, {**decided,
+                                                  "state": RUNNING if approve else DENIED})
+        if moved is None:  # another click (or replica) decided first
+            again = self.requests.get(rid)
+            why = check(again.data if again else None, user, self.policy, self.members, now,
+                        deny=not approve)
+            self._ephemeral(channel, user, thread, f":no_entry: {why or 'Decided already.'}")
+            return
+        if not approve:
+            self._update_card(channel, card_ts, moved, [f":no_entry_sign: Denied by <@{user}> "
+                                                        f"at {_hhmm(now)}. Nothing was done."])
+            self._record("denied", moved)
+            return
+        self._record("approved", moved)
+        self._run(moved, channel, card_ts, thread, user)
+
+    def _run(self, req: dict[str, Any], channel: str, card_ts: str, thread: str,
+             user: str) -> None:
+        assert self.runner is not None
+        plan = Plan.from_json(req["plan"])
+        head = f":white_check_mark: Approved by <@{user}> at {_hhmm(req['decided_at'])}."
+        self._update_card(channel, card_ts, req, [head, ":gear: Running ..."])
+
+        def progress(line: str) -> None:
+            self._post(channel, thread, f":gear: {escape(line)}")
+
+        result = self.runner.run(plan, progress)
+        lines = [escape(x) for x in result.lines]
+        if result.ok and req.get("pending_pods") and self.cluster is not None:
+            pods = [(str(p[0]), str(p[1])) for p in req["pending_pods"]]
+            lines[-1] += "; " + "; ".join(escape(x) for x in self._pending(pods))
+        if result.refused:
+            text = f":no_entry: Not run: {escape(result.refused)}"
+            if result.forbidden:
+                text = (f":no_entry: Not run: the bot's service account may not "
+                        f"{escape(result.forbidden)}. {escape(result.refused)}")
+            lines.append(text)
+            self._ephemeral(channel, user, thread, text)
+        icon = ":white_check_mark:" if result.ok else ":x:"
+        summary = "\n".join(lines) or "nothing to report"
+        if not result.ok and not result.refused and (result.node or plan.target != ALL):
+            node = result.node or plan.target
+            summary += f"\nNext: {code(f'{self.bot.settings.command} doctor {node}')}"
+        self._post(channel, thread, f"{icon} {summary}")
+        state = DONE if result.ok else FAILED
+        try:
+            final = self.requests.update(req["id"], {
+                "state": state, "finished": self._clock(), "result": result.lines,
+                "refused": result.refused, "seconds": round(result.seconds, 1)}) or req
+        except StoreError as err:  # the thread and the audit log line still say it
+            log.error("cannot record the result of request %s: %s", req["id"], err)
+            final = {**req, "state": state}
+        self._update_card(channel, card_ts, final, [head, f"{icon} {summary}"])
+        self._record(state, final, result="; ".join(result.lines) or result.refused or "",
+                   seconds=round(result.seconds, 1))
+
+    def _pending(self, pods: list[tuple[str, str]]) -> list[str]:
+        """The diagnosis' pending pods, given the scheduler a moment to place them."""
+        assert self.cluster is not None
+        deadline = time.monotonic() + min(10.0, self.policy.verify_timeout / 10)
+        while True:
+            report = units.pending_report(self.cluster, pods)
+            if all(" scheduled " in r or r.endswith(" gone") for r in report) or (
+                    time.monotonic() >= deadline):
+                return report
+            time.sleep(0.5)
+
+    # -- audit ------------------------------------------------------------------------------------
+
+    def audit_message(self, n: int) -> dict[str, Any]:
+        n = max(1, min(n, 50))
+        try:
+            entries = self.audit.log.last(n)
+        except StoreError as err:
+            return {"text": f":x: Cannot read the audit log: {escape(err)}",
+                    "response_type": "ephemeral"}
+        if not entries:
+            return {"text": "No gpubot actions recorded yet.", "response_type": "ephemeral"}
+        lines = [f"*Last {len(entries)} gpubot action records* (newest first):"]
+        for r in entries:
+            e = r.data
+            what = f"{e.get('action', '')} {e.get('target', '')}"
+            line = (f"{_when(float(e.get('at', r.created)))} *{escape(e.get('event', ''))}* "
+                    f"{code(what)}")
+            if e.get("requester"):
+                line += f" asked by <@{escape(e['requester'])}>"
+            if e.get("approver"):
+                line += f", decided by <@{escape(e['approver'])}>"
+            if e.get("clicker"):
+                line += f", clicked by <@{escape(e['clicker'])}>"
+            if e.get("result") or e.get("reason"):
+                line += f": {escape(str(e.get('result') or e.get('reason'))[:300])}"
+            lines.append(line)
+        text = "\n".join(lines)
+        return {"text": text[:3900], "response_type": "ephemeral"}
+
+    def _record(self, event: str, req: dict[str, Any], **extra: Any) -> None:
+        """The audit trail, and ``gpubot_commands_total{command=ACTION, outcome=EVENT}``."""
+        if self._bot is not None:
+            self._bot.metrics.count(str(req.get("action", "action")), event)
+        self.audit(event, req, **extra)
+
+    # -- Slack plumbing -------------------------------------------------------------------------
+
+    def _ephemeral(self, channel: str, user: str, thread: str | None, text: str) -> None:
+        args: dict[str, Any] = {"channel": channel, "user": user, "text": text}
+        if thread:
+            args["thread_ts"] = thread
+        with contextlib.suppress(SlackApiError):
+            self.bot._call("chat_postEphemeral", **args)
+
+    def _post(self, channel: str, thread: str, text: str) -> None:
+        with contextlib.suppress(SlackApiError):
+            self.bot._call("chat_postMessage", channel=channel, thread_ts=thread, text=text,
+                           blocks=[_section(text)])
+
+    def _update_card(self, channel: str, ts: str, req: dict[str, Any],
+                     status: list[str]) -> None:
+        if not ts:
+            return
+        msg = card(req, self.policy, status)
+        with contextlib.suppress(SlackApiError):
+            self.bot._call("chat_update", channel=channel, ts=ts, text=msg["text"],
+                           blocks=msg["blocks"])
+
+
+# -- the card ------------------------------------------------------------------------------
+
+
+def card(req: dict[str, Any], policy: Policy, status: list[str] | None = None
+         ) -> dict[str, Any]:
+    """The approval card: buttons while pending, else ``status`` lines in their place."""
+    plan = Plan.from_json(req["plan"])
+    title = f"Approval needed: {plan.action} {plan.target}"
+    if req.get("state") != PENDING:
+        title = f"{plan.action} {plan.target}: {req.get('state')}"
+    objects = plan.objects
+    shown = "\n".join(f"• {code(o)}" for o in objects[:10])
+    if len(objects) > 10:
+        shown += f"\n• ... and {len(objects) - 10} more"
+    fields = [
+        f"*What:* {escape(plan.what)}",
+        f"*Objects:*\n{shown}",
+        f"*Blast radius:* {escape(plan.blast_radius)}",
+    ]
+    problems = plan.problems
+    if problems:
+        fields.append("*Problem now:* " + escape("; ".join(problems[:5])))
+    fields.append(f"*Asked by:* <@{escape(req['requester'])}>  ·  *Expires:* "
+                  f"{_date(float(req['expires']))}")
+    approvers = ", ".join(_mention(a) for a in policy.approvers) or "none configured"
+    context = (f"Request {code(req['id'])}  ·  from {escape(req.get('source', 'command'))}"
+               f"  ·  approvers: {approvers}"
+               + ("" if not policy.allow_self_approval else "  ·  self-approval allowed"))
+    blocks: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": title[:150],
+                                    "emoji": True}},
+        _section("\n".join(fields)),
+        {"type": "context", "elements": [{"type": "mrkdwn", "text": context[:3000]}]},
+    ]
+    if req.get("state") == PENDING and not status:
+        blocks.append({"type": "actions", "block_id": "gpubot_approval", "elements": [
+            _button("Approve", APPROVE, req["id"], "primary",
+                    "Run it?", f"{plan.what}. {plan.blast_radius}", "Approve"),
+            _button("Deny", DENY, req["id"], "danger",
+                    "Deny it?", "The request will be closed; nothing will be run.", "Deny"),
+        ]})
+    for line in status or []:
+        blocks.append(_section(line))
+    return {"text": title, "blocks": blocks}
+
+
+def _button(label: str, action_id: str, value: str, style: str, title: str, text: str,
+            confirm: str) -> dict[str, Any]:
+    return {"type": "button", "action_id": action_id, "value": value, "style": style,
+            "text": {"type": "plain_text", "text": label, "emoji": False},
+            "confirm": {"title": {"type": "plain_text", "text": title[:100]},
+                        "text": {"type": "plain_text", "text": text[:300]},
+                        "confirm": {"type": "plain_text", "text": confirm[:30]},
+                        "deny": {"type": "plain_text", "text": "Cancel"},
+                        "style": style}}
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}
+
+
+def _mention(approver: str) -> str:
+    return f"<!subteam^{escape(approver)}>" if approver.startswith("S") else (
+        f"<@{escape(approver)}>")
+
+
+def _date(epoch: float) -> str:
+    """Slack's date formatting (the reader's time zone), with a UTC fallback."""
+    return f"<!date^{int(epoch)}^{{date_short_pretty}} {{time}}|{_when(epoch)}>"
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _hhmm(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S UTC")
+
+
+def _s(d: Any, *path: str) -> str:
+    for key in path:
+        d = d.get(key) if isinstance(d, dict) else None
+    return d if isinstance(d, str) else ""
+
+
+def _err(err: SlackApiError) -> str:
+    try:
+        return str(err.response["error"])
+    except (KeyError, TypeError):
+        return str(err)
+
+
+def _parse(words: list[str]) -> tuple[str, str]:
+    name = words[0].lower()
+    rest = words[1:]
+    if name == "audit":
+        if len(rest) > 1 or (rest and not rest[0].isdigit()):
+            raise CommandError(f"audit takes one number, not {code(' '.join(rest))}")
+        return name, rest[0] if rest else ""
+    if len(rest) != 1 or (rest[0].startswith("-") and not (
+            name == "restart-plugin" and rest[0] == ALL)):
+        usage = "restart-plugin NODE|--all" if name == "restart-plugin" else f"{name} NODE"
+        raise CommandError(f"{name} takes one node (usage: {code(usage)})")
+    return name, rest[0]
+
+
+def _pods_of(target: str) -> list[tuple[str, str]]:
+    """The pod a why-pending diagnosis was about (``pod/ns/name`` or ``ns/name``)."""
+    parts = target.split("/")
+    if parts and parts[0].lower() == "pod":
+        parts = parts[1:]
+    if len(parts) == 2 and all(parts):
+        return [(parts[0], parts[1])]
+    return []
+
+
+# -- setup ------------------------------------------------------------------------------------
+
+SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+
+def open_approvals(settings: Any, view: Any) -> Approvals | None:
+    """Approvals for ``gpubot serve`` on a live cluster with approvers configured (else
+    None: actions are off). ``view`` is the bot's view: a LiveView, or a wrapper holding
+    one as ``.view``. Raises StoreError when the store cannot be opened."""
+    import os
+
+    from bot.store import open_store
+
+    live = view
+    while live is not None and not hasattr(live, "api_client"):
+        live = getattr(live, "view", None)
+    if live is None:
+        return None
+    if not settings.approvers:
+        log.info("actions are off: no approvers configured (GPUBOT_APPROVERS)")
+        return None
+    namespace = settings.store_namespace
+    if not namespace:
+        try:
+            with open(SA_NAMESPACE) as f:
+                namespace = f.read().strip()
+        except OSError:
+            namespace = "default"
+    path = settings.store_path or os.path.expanduser("~/.local/state/gpubot/state.db")
+    store = open_store(settings.store, path=path, api_client=live.api_client,
+                       namespace=namespace, timeout=settings.kube_timeout)
+    cluster = Cluster(live.api_client, timeout=settings.kube_timeout,
+                      plugin_namespace=settings.plugin_namespace,
+                      plugin_selector=settings.plugin_selector)
+    policy = Policy(tuple(settings.approvers), settings.allow_self_approval, settings.approval_ttl,
+                    settings.verify_timeout)
+    log.info("actions: store %s, approvers %s", store, ", ".join(policy.approvers) or "none")
+    return Approvals(store, cluster, policy)

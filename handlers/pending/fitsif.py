@@ -1,0 +1,590 @@
+"""What would make it fit: the smallest single changes that let a pending GPU pod schedule.
+
+Each candidate change is applied to a copy of the pod or of a node and the scheduler's
+filters run again (``simulate``); only a change after which a node passes every filter is
+offered. Candidates come from the rejections the real run found, so each names the node,
+the taint, the label, the pods to move. Changes the filters do not see (a quota, a
+LimitRange, a scheduler name) are offered only when placement already succeeds: then the
+gate is the one thing left. Ordered by cost: fewest objects changed and no evictions first.
+
+Copies carry no ``metadata.uid``: the memos keyed by uid (node_info, pod_facts) must not
+mistake a what-if for a newer version of the real object.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from handlers.codes import CODES, Section, title
+from handlers.gpu import GPU_RESOURCE, is_gpu_resource, name_of
+from handlers.kube.quantity import fmt_quantity, parse_quantity
+from handlers.kube.resources import CPU, MEMORY, PODS
+from handlers.kube.taints import (
+    PRESSURE_TAINTS,
+    READINESS_TAINTS,
+    TAINT_UNSCHEDULABLE,
+    taint_str,
+)
+from handlers.model import Finding, ObjectRef
+from handlers.pending.context import PendingContext
+from handlers.scheduler.filters import NodeFit, simulate
+from handlers.view import Obj
+
+KINDS = ("uncordon", "tolerate-taint", "change-selector", "fix-gpu-stack", "raise-quota",
+         "change-request", "other", "free-gpus", "add-nodes")
+# Codes held before or outside the scheduler's filters: a change to them is one more change.
+GATES = {
+    "QUOTA_EXCEEDED": "raise-quota", "QUOTA_NOT_READY": "change-request",
+    "LIMITRANGE_VIOLATION": "change-request", "LIMITRANGE_DEFAULT_GPU": "change-request",
+    "GPU_LIMIT_MISSING": "change-request", "GPU_REQUEST_LIMIT_MISMATCH": "change-request",
+    "GPU_FRACTIONAL_REQUEST": "change-request", "RUNTIMECLASS_MISSING": "other",
+    "SCHEDULER_NOT_FOUND": "other", "GANG_INCOMPLETE": "other",
+    "QUEUE_QUOTA_EXHAUSTED": "raise-quota", "RESOURCE_CLAIM_UNSATISFIED": "other",
+}
+# Selector labels that pick a GPU model: changing one changes what the workload runs on.
+GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.family", "nvidia.com/gpu.memory",
+                   "cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator",
+                   "nvidia.com/gpu.machine", "node.kubernetes.io/instance-type")
+_MAX_BRUTE = 12  # holders per node tried exhaustively for the fewest pods to move
+_MAX_TRIES = 3  # nodes re-checked per kind of change
+
+
+@dataclass
+class Change:
+    change: str  # one of KINDS
+    summary: str
+    nodes: list[str] = field(default_factory=list)
+    objects: list[ObjectRef] = field(default_factory=list)
+    cost: tuple[float, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"change": self.change, "summary": self.summary, "nodes": list(self.nodes),
+                "objects": [asdict(o) for o in self.objects]}
+
+
+@dataclass
+class Outcome:
+    changes: list[Change]
+    closest: str = ""  # when no single change suffices: what the closest option lacks
+
+
+def _anon(obj: Obj) -> dict[str, Any]:
+    """A deep copy without the uid (see the module docstring)."""
+    out: dict[str, Any] = copy.deepcopy(dict(obj))
+    out.setdefault("metadata", {}).pop("uid", None)
+    return out
+
+
+class _Sim:
+    """Re-runs the filters with one change applied."""
+
+    def __init__(self, ctx: PendingContext, scope: Collection[str] | None = None) -> None:
+        self.ctx = ctx
+        spec = ctx.pod.get("spec") or {}
+        has_pvc = any("persistentVolumeClaim" in v for v in spec.get("volumes") or [])
+        self.pvcs = ctx.reader.list("PersistentVolumeClaim", ctx.namespace) if has_pvc else []
+        self.pvs = ctx.reader.list("PersistentVolume") if self.pvcs else []
+        # The pod's own inter-pod (anti-)affinity reads every node's pods: then every node
+        # runs. Otherwise a node's verdict is its own: only the nodes a change can help run
+        # (existing pods' anti-affinity is then judged within those nodes).
+        aff = spec.get("affinity") or {}
+        self.whole = bool(aff.get("podAffinity") or aff.get("podAntiAffinity"))
+        self.scope = None if self.whole or scope is None else set(scope)
+
+    def run(self, pod: Obj | None = None, nodes: Mapping[str, Obj] | None = None,
+            pods_by_node: Mapping[str, list[Obj]] | None = None,
+            resource: str | None = None, only: Collection[str] | None = None
+            ) -> dict[str, NodeFit]:
+        nodes = nodes or {}
+        keep = None if self.whole else (set(only) if only is not None else self.scope)
+        all_nodes = [nodes.get(name_of(n), n) for n in self.ctx.nodes
+                     if keep is None or name_of(n) in keep]
+        fits = simulate(pod or self.ctx.pod, all_nodes, pods_by_node or self.ctx.pods_by_node,
+                        pvcs=self.pvcs, pvs=self.pvs,
+                        gpu_resource=resource or self.ctx.gpu_request[0])
+        return {f.node: f for f in fits}
+
+
+def _filters(fit: NodeFit) -> set[str]:
+    return {r.filter for r in fit.rejections}
+
+
+def _node_ref(n: str) -> ObjectRef:
+    return ObjectRef("Node", n)
+
+
+def _workload_ref(ctx: PendingContext) -> ObjectRef:
+    if ctx.controller is not None:
+        return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller),
+                         ctx.namespace)
+    return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
+
+
+def _lacks(fit: NodeFit | None) -> str:
+    if fit is None:
+        return "no node to try"
+    return "; ".join(f"{r.filter}: {r.reason}" for r in fit.rejections[:3])
+
+
+class _Search:
+    def __init__(self, ctx: PendingContext, fits: list[NodeFit], gpu_nodes: set[str],
+                 physical: Callable[[str], float], broken: set[str]) -> None:
+        self.ctx = ctx
+        self.broken = broken  # nodes a discovery-chain finding is about
+        self.fits = {f.node: f for f in fits}
+        self.gpu_nodes = gpu_nodes
+        self.physical = physical
+        self.res, self.need = ctx.gpu_request
+        self.sim = _Sim(ctx, gpu_nodes)
+        self.found: list[Change] = []
+        self.near: list[tuple[int, str]] = []  # (rejections left, "option: what it lacks")
+
+    # -- helpers ---------------------------------------------------------------------
+    def pool(self) -> list[NodeFit]:
+        return [f for n, f in sorted(self.fits.items()) if n in self.gpu_nodes]
+
+    def _try_node(self, name: str, node: Obj, label: str,
+                  pods_by_node: Mapping[str, list[Obj]] | None = None) -> bool:
+        got = self.sim.run(nodes={name: node}, pods_by_node=pods_by_node, only=(name,)).get(name)
+        if got is not None and got.fits:
+            return True
+        if got is not None:
+            self.near.append((len(got.rejections), f"{label} still leaves {_lacks(got)}"))
+        return False
+
+    def _try_pod(self, pod: Obj, label: str, resource: str | None = None,
+                 only: Collection[str] | None = None) -> list[str]:
+        got = self.sim.run(pod=pod, resource=resource, only=only)
+        ok = sorted(n for n, f in got.items() if f.fits and n in self.gpu_nodes)
+        if not ok:
+            best = min((f for n, f in got.items() if n in self.gpu_nodes),
+                       key=lambda f: len(f.rejections), default=None)
+            if best is not None:
+                self.near.append((len(best.rejections),
+                                  f"{label} still leaves on {best.node}: {_lacks(best)}"))
+        return ok
+
+    def _only(self, fits: Iterable[NodeFit], fixed: set[str], label: str) -> list[NodeFit]:
+        """Nodes whose every rejection the change addresses (at most a few, most free
+        first); the others are noted as near misses without re-running anything."""
+        out = []
+        for f in self._by_free(fits):
+            left = [r for r in f.rejections if r.filter not in fixed]
+            if left:
+                self.near.append((len(left), f"{label.format(node=f.node)} still leaves "
+                                  + "; ".join(f"{r.filter}: {r.reason}" for r in left[:3])))
+            else:
+                out.append(f)
+        return out[:_MAX_TRIES]
+
+    # -- node changes ----------------------------------------------------------------
+    def uncordon(self) -> None:
+        for f in self._only((f for f in self.pool() if "NodeUnschedulable" in _filters(f)),
+                            {"NodeUnschedulable"}, "uncordon {node}"):
+            node = _anon(self.ctx.nodes_by_name[f.node])
+            node.setdefault("spec", {})["unschedulable"] = False
+            node["spec"]["taints"] = [t for t in node["spec"].get("taints") or []
+                                      if t.get("key") != TAINT_UNSCHEDULABLE]
+            if self._try_node(f.node, node, f"uncordon {f.node}"):
+                self.found.append(Change(
+                    "uncordon", f"uncordon {f.node}: kubectl uncordon {f.node}",
+                    [f.node], [_node_ref(f.node)], (1, 0)))
+                return
+
+    def node_ready(self) -> None:
+        """NotReady or under pressure: the node healthy again (kind `other`)."""
+        for f in self._only((f for f in self.pool()
+                             if _filters(f) & {"NodeReady", "NodePressure"}),
+                            {"NodeReady", "NodePressure"}, "{node} healthy again"):
+            node = _anon(self.ctx.nodes_by_name[f.node])
+            spec, st = node.setdefault("spec", {}), node.setdefault("status", {})
+            spec["taints"] = [t for t in spec.get("taints") or []
+                              if t.get("key") not in READINESS_TAINTS | PRESSURE_TAINTS]
+            st["conditions"] = [
+                {**c, "status": "True" if c.get("type") == "Ready" else "False"}
+                for c in st.get("conditions") or []]
+            what = "Ready" if "NodeReady" in _filters(f) else "free of resource pressure"
+            if self._try_node(f.node, node, f"{f.node} {what}"):
+                self.found.append(Change(
+                    "other", f"bring {f.node} back to {what} (kubectl describe node {f.node})",
+                    [f.node], [_node_ref(f.node)], (1, 1)))
+                return
+
+    def fix_gpu_stack(self) -> None:
+        res = self.res or GPU_RESOURCE
+        short = [f for f in self.pool() if f.node in self.broken and res == GPU_RESOURCE
+                 and f.allocatable.get(res, 0.0) < self.physical(f.node)]
+        for f in self.pool():
+            if f.node in self.broken and not self.physical(f.node):
+                self.near.append((1, f"repairing the GPU stack on {f.node} (not checked: the "
+                                  "data does not say how many GPUs the node has)"))
+        # Repaired, a node offers all its GPUs: only one whose GPU count is all it lacks.
+        ok = [f for f in short if all(r.resource == res for r in f.rejections)
+              and _filters(f) == {"NodeResourcesFit"}
+              and self.physical(f.node) - f.requested.get(res, 0.0) >= self.need]
+        for f in sorted(ok, key=lambda f: (-self.physical(f.node), f.node))[:_MAX_TRIES]:
+            node = _anon(self.ctx.nodes_by_name[f.node])
+            have = fmt_quantity(self.physical(f.node), res)
+            for key in ("capacity", "allocatable"):
+                node.setdefault("status", {}).setdefault(key, {})[res] = have
+            if self._try_node(f.node, node, f"repairing the GPU stack on {f.node}"):
+                self.found.append(Change(
+                    "fix-gpu-stack", f"repair the GPU stack on {f.node} (see its findings above) "
+                    f"so that it advertises its {have} GPUs", [f.node], [_node_ref(f.node)],
+                    (1, 2)))
+                return
+
+    def free_gpus(self) -> None:
+        """The node where the fewest, then smallest, GPU holders must move."""
+        res = self.res
+        if not res:
+            return
+        best: tuple[tuple[int, float, str], NodeFit, list[tuple[str, float]]] | None = None
+        for f in self.pool():
+            if _filters(f) != {"NodeResourcesFit"}:
+                continue
+            if any(r.resource != res for r in f.rejections):
+                continue
+            deficit = self.need - f.free.get(res, 0.0)
+            pick = fewest_holders(f.holders, deficit)
+            if pick is None:
+                continue
+            key = (len(pick), sum(g for _, g in pick), f.node)
+            if best is None or key < best[0]:
+                best = (key, f, pick)
+        if best is None:
+            return
+        _, f, pick = best
+        refs = {r for r, _ in pick}
+        pods = {**self.ctx.pods_by_node}
+        pods[f.node] = [p for p in pods.get(f.node, [])
+                        if f"{p.get('metadata', {}).get('namespace') or ''}/{name_of(p)}"
+                        not in refs]
+        node = _anon(self.ctx.nodes_by_name[f.node])
+        if self._try_node(f.node, node, f"freeing GPUs on {f.node}", pods_by_node=pods):
+            moved = ", ".join(f"{r} ({g:g})" for r, g in pick)
+            self.found.append(Change(
+                "free-gpus", f"free {self.need - f.free.get(res, 0.0):g} {res} on {f.node} by "
+                f"moving {len(pick)} pod(s): {moved}", [f.node],
+                [_node_ref(f.node), *(ObjectRef("Pod", r.split("/", 1)[1], r.split("/", 1)[0])
+                                      for r, _ in pick)],
+                (2 + len(pick), sum(g for _, g in pick))))
+
+    def add_nodes(self) -> None:
+        """A new node like a feasible one of the pool: empty, ready, all its GPUs."""
+        targeting = {"NodeName", "NodeAffinity", "TaintToleration", "VolumeNodeAffinity"}
+        res = self.res or GPU_RESOURCE
+        from handlers.grouping import pool_of
+        cands = [f for f in self.pool() if not (_filters(f) & targeting)]
+        shapes: dict[tuple[str | None, float, tuple[tuple[str, float], ...]], NodeFit] = {}
+        for f in sorted(cands, key=lambda f: (-self.physical(f.node), f.node)):
+            # A new node is like its pool's nodes: one try per kind of node.
+            shapes.setdefault((pool_of(self.ctx.nodes_by_name[f.node]), self.physical(f.node),
+                               tuple(sorted(f.allocatable.items()))), f)
+        for f in list(shapes.values())[:_MAX_TRIES]:
+            tmpl = self.ctx.nodes_by_name[f.node]
+            node = _anon(tmpl)
+            node["metadata"]["name"] = name = f"{f.node}-new"
+            spec, st = node.setdefault("spec", {}), node.setdefault("status", {})
+            spec["unschedulable"] = False
+            spec["taints"] = [t for t in spec.get("taints") or [] if t.get("key") not in
+                              READINESS_TAINTS | PRESSURE_TAINTS | {TAINT_UNSCHEDULABLE}]
+            st["conditions"] = [{"type": "Ready", "status": "True"}]
+            if f.node in self.broken and res == GPU_RESOURCE and self.physical(f.node):
+                for key in ("capacity", "allocatable"):  # a new node's GPU stack works
+                    st.setdefault(key, {})[res] = fmt_quantity(self.physical(f.node), res)
+            got = self.sim.run(nodes={f.node: node}, only=(f.node,),
+                               pods_by_node={**self.ctx.pods_by_node, name: []}).get(name)
+            if got is not None and got.fits:
+                pool = pool_of(tmpl)
+                like = f"to pool {pool}" if pool else f"like {f.node}"
+                self.found.append(Change(
+                    "add-nodes", f"add a GPU node {like} (the pod fits on an empty one)",
+                    [f.node], [_node_ref(f.node)], (9, 0)))
+                return
+
+    # -- pod changes -----------------------------------------------------------------
+    def tolerate(self) -> None:
+        best: tuple[int, str, list[dict[str, Any]]] | None = None
+        for f in self.pool():
+            taints = [r.taint for r in f.rejections
+                      if r.filter == "TaintToleration" and r.taint]
+            if taints and (best is None or len(taints) < best[0]):
+                best = (len(taints), f.node, taints)
+        if best is None:
+            return
+        taints = best[2]
+        pod = _anon(self.ctx.pod)
+        spec = pod.setdefault("spec", {})
+        spec["tolerations"] = [*(spec.get("tolerations") or []), *(
+            {"key": t.get("key"), "operator": "Equal" if t.get("value") else "Exists",
+             **({"value": t["value"]} if t.get("value") else {}), "effect": t.get("effect")}
+            for t in taints)]
+        shown = ", ".join(taint_str(t) for t in taints)
+        ok = self._try_pod(pod, f"tolerating {shown}")
+        if ok:
+            self.found.append(Change(
+                "tolerate-taint", f"add a toleration for {shown} to the pod spec (then it fits "
+                f"on {', '.join(ok[:3])})", ok[:5], [_workload_ref(self.ctx)], (1, 1)))
+
+    def change_selector(self) -> None:
+        spec = self.ctx.pod.get("spec") or {}
+        sel = dict(spec.get("nodeSelector") or {})
+        for f in self._only((f for f in self.pool() if "NodeAffinity" in _filters(f)),
+                            {"NodeAffinity"}, "a selector matching {node}"):
+            have = ((self.ctx.nodes_by_name[f.node].get("metadata") or {}).get("labels")) or {}
+            pod = _anon(self.ctx.pod)
+            pspec = pod.setdefault("spec", {})
+            new_sel = {k: have[k] for k in sel if k in have}
+            changed = {k: v for k, v in new_sel.items() if sel.get(k) != v}
+            dropped = [k for k in sel if k not in have]
+            pspec["nodeSelector"] = new_sel
+            aff = dict(pspec.get("affinity") or {})
+            node_aff = dict(aff.get("nodeAffinity") or {})
+            had_required = node_aff.pop("requiredDuringSchedulingIgnoredDuringExecution", None)
+            if f.node not in self._try_pod(pod, f"a selector matching {f.node}", only=(f.node,)):
+                continue
+            parts = [f"{k}: {v}" for k, v in changed.items()]
+            parts += [f"drop {k}" for k in dropped]
+            if had_required:
+                # Keep the required affinity if the selector change alone is enough.
+                aff["nodeAffinity"] = {**node_aff, "requiredDuringSchedulingIgnoredDuringExecution":
+                                       had_required}
+                pspec["affinity"] = aff
+                if f.node not in self._try_pod(pod, "the selector change alone", only=(f.node,)):
+                    parts.append("relax the required node affinity")
+            what = "; ".join(parts) or "relax the node affinity"
+            other_gpu = any(k in GPU_TYPE_LABELS for k in [*changed, *dropped])
+            self.found.append(Change(
+                "change-selector", f"change the node selector to match {f.node} ({what})"
+                + (": a different GPU model than the pod asked for" if other_gpu else ""),
+                [f.node], [_workload_ref(self.ctx)], (1, 6) if other_gpu else (1, 2)))
+            return
+
+    def change_request(self) -> None:
+        res = self.res
+        if not res:
+            return
+        targeting = {"NodeName", "NodeAffinity", "TaintToleration", "VolumeNodeAffinity"}
+        # Nodes the pod may go to that offer none of what it asks (a typo, a MIG strategy):
+        # ask what they offer instead.
+        offered = {k for f in self.pool() if not (_filters(f) & targeting)
+                   and not f.allocatable.get(res) for k, v in f.allocatable.items()
+                   if is_gpu_resource(k) and v > 0 and k != res}
+        if not any(f.allocatable.get(res) for f in self.pool()):
+            offered |= {k for f in self.pool() for k, v in f.allocatable.items()
+                        if is_gpu_resource(k) and v > 0 and k != res}
+        for alt in sorted(offered, key=_resource_order):
+            ok = self._try_pod(_renamed(self.ctx.pod, res, alt),
+                               f"asking {alt} instead of {res}", resource=alt)
+            if ok:
+                self.found.append(Change(
+                    "change-request", f"ask for {alt} instead of {res} (fits on "
+                    f"{', '.join(ok[:3])})", ok[:5], [_workload_ref(self.ctx)], (1, 3)))
+                return
+        self._fewer_gpus()
+        # Resources besides the GPU: lower them to what a node with the GPUs free has.
+        cands = [f for f in self._by_free(self.pool()) if f.rejections and all(
+            r.filter == "NodeResourcesFit" and r.resource not in (res, PODS)
+            and r.free is not None and r.free > 0 for r in f.rejections)]
+        for f in cands[:_MAX_TRIES]:
+            lower = {str(r.resource): float(r.free or 0.0) for r in f.rejections}
+            ok = self._try_pod(_with_requests(self.ctx.pod, lower),
+                               f"lower requests on {f.node}", only=(f.node,))
+            if f.node in ok:
+                shown = ", ".join(f"{k} to {fmt_quantity(v, k)}" for k, v in lower.items())
+                self.found.append(Change(
+                    "change-request", f"lower the pod's {shown} (what {f.node} has free)",
+                    [f.node], [_workload_ref(self.ctx)], (1, 4)))
+                return
+
+    def _fewer_gpus(self) -> None:
+        """Ask as many GPUs as the best node has free (only when that is still >= 1)."""
+        res, need = self.res, self.need
+        if not res:
+            return
+        short = [f for f in self.pool() if _filters(f) == {"NodeResourcesFit"}
+                 and all(r.resource == res for r in f.rejections)]
+        most = max((f.free.get(res, 0.0) for f in short), default=0.0)
+        if not 1 <= most < need or most != int(most):
+            return
+        ok = self._try_pod(_with_gpus(self.ctx.pod, res, most), f"asking {most:g} {res}")
+        if ok:
+            self.found.append(Change(
+                "change-request", f"ask for {most:g} {res} instead of {need:g} (fits on "
+                f"{', '.join(ok[:3])}); split the job over more pods if it needs them all",
+                ok[:5], [_workload_ref(self.ctx)], (1, 7)))
+
+    def _by_free(self, fits: Iterable[NodeFit]) -> list[NodeFit]:
+        res = self.res or GPU_RESOURCE
+        return sorted(fits, key=lambda f: (-f.free.get(res, 0.0), f.node))
+
+
+def _resource_order(res: str) -> tuple[int, float, str]:
+    """nvidia.com/gpu first, then MIG profiles biggest first."""
+    if res == GPU_RESOURCE:
+        return 0, 0.0, res
+    m = re.search(r"mig-(\d+)g\.(\d+)gb", res)
+    return 1, -(float(m[1]) * 1000 + float(m[2])) if m else 0.0, res
+
+
+def fewest_holders(holders: list[tuple[str, float]],
+                   deficit: float) -> list[tuple[str, float]] | None:
+    """The fewest holders whose GPUs cover ``deficit``; among those, the fewest GPUs moved."""
+    if deficit <= 0:
+        return []
+    if sum(g for _, g in holders) < deficit:
+        return None
+    hs = sorted(holders, key=lambda h: (-h[1], h[0]))
+    if len(hs) > _MAX_BRUTE:  # greedy: biggest first, then the smallest that still covers
+        pick, left = [], deficit
+        for h in hs:
+            if left <= 0:
+                break
+            pick.append(h)
+            left -= h[1]
+        return pick
+    for k in range(1, len(hs) + 1):
+        combos = [c for c in itertools.combinations(hs, k) if sum(g for _, g in c) >= deficit]
+        if combos:
+            return list(min(combos, key=lambda c: (sum(g for _, g in c), [r for r, _ in c])))
+    return None
+
+
+def _renamed(pod: Obj, old: str, new: str) -> dict[str, Any]:
+    out = _anon(pod)
+    for key in ("containers", "initContainers"):
+        for c in (out.get("spec") or {}).get(key) or []:
+            for part in ("requests", "limits"):
+                rl = (c.get("resources") or {}).get(part) or {}
+                if old in rl:
+                    rl[new] = rl.pop(old)
+    return out
+
+
+def _with_gpus(pod: Obj, res: str, total: float) -> dict[str, Any]:
+    """The pod asking ``total`` of ``res`` in the container that asks the most of it."""
+    out = _anon(pod)
+    cs = [c for c in (out.get("spec") or {}).get("containers") or []
+          if res in ((c.get("resources") or {}).get("limits") or {})
+          or res in ((c.get("resources") or {}).get("requests") or {})]
+    if not cs:
+        return out
+    def asked(c: dict[str, Any]) -> float:
+        r = c.get("resources") or {}
+        return parse_quantity((r.get("limits") or {}).get(res, (r.get("requests") or {})
+                                                             .get(res)))
+    rest = sum(asked(c) for c in cs) - max(asked(c) for c in cs)
+    big = max(cs, key=asked)
+    value = fmt_quantity(max(total - rest, 0.0), res)
+    for part in ("requests", "limits"):
+        rl = big["resources"].get(part)
+        if rl is not None and res in rl:
+            rl[res] = value
+    return out
+
+
+def _with_requests(pod: Obj, want: Mapping[str, float]) -> dict[str, Any]:
+    """The pod asking at most ``want`` of each resource (the biggest container gives way)."""
+    out = _anon(pod)
+    cs = (out.get("spec") or {}).get("containers") or []
+    for res, total in want.items():
+        asked = [(parse_quantity(((c.get("resources") or {}).get("requests") or {}).get(res)), c)
+                 for c in cs]
+        rest = sum(v for v, _ in asked) - max((v for v, _ in asked), default=0.0)
+        _, big = max(asked, key=lambda a: a[0], default=(0.0, None))
+        if big is None:
+            continue
+        value = fmt_quantity(max(total - rest, 0.0), res)
+        r = big.setdefault("resources", {})
+        r.setdefault("requests", {})[res] = value
+        if res in (r.get("limits") or {}) and res in (CPU, MEMORY):
+            r["limits"][res] = value
+    return out
+
+
+def _gates(findings: list[Finding]) -> list[Finding]:
+    """Independent problems outside placement (a LimitRange's symptom is not another)."""
+    gates = [f for f in findings if f.severity.is_problem and f.code in GATES]
+    codes = {f.code for f in gates}
+    return [f for f in gates if not set(f.caused_by) & codes]
+
+
+def find(ctx: PendingContext, fits: list[NodeFit], gpu_nodes: set[str],
+         physical: Callable[[str], float], findings: list[Finding]) -> Outcome:
+    """fits_if for one pending GPU pod (see the module docstring)."""
+    if ctx.gpu_request[0] is None:
+        return Outcome([])
+    gates = _gates(findings)
+    placed = any(f.fits for f in fits)
+    if placed:
+        if len(gates) == 1:
+            g = gates[0]
+            return Outcome([_gate_change(ctx, g)])
+        if len(gates) > 1:
+            return Outcome([], "more than one thing holds the pod before the scheduler: "
+                           + ", ".join(dict.fromkeys(g.code for g in gates)))
+        return Outcome([])
+    broken = {o.name for f in findings if f.severity.is_problem
+              and CODES[f.code][0] == Section.CHAIN for o in f.objects if o.kind == "Node"}
+    s = _Search(ctx, fits, gpu_nodes, physical, broken)
+    for step in (s.uncordon, s.node_ready, s.tolerate, s.change_selector, s.fix_gpu_stack,
+                 s.change_request, s.free_gpus, s.add_nodes):
+        step()
+    found = sorted(s.found, key=lambda c: (c.cost, KINDS.index(c.change)))
+    if gates:
+        lacks = ", ".join(dict.fromkeys(g.code for g in gates))
+        near = f"{found[0].summary}, and still {lacks}" if found else f"placement and {lacks}"
+        return Outcome([], f"no single change: {near}")
+    if found:
+        return Outcome(found)
+    nearest = min(s.near, default=None)
+    return Outcome([], f"no single change suffices; closest: {nearest[1]}" if nearest else
+                   "no single change suffices")
+
+
+def fits_as(ctx: PendingContext, template: Mapping[str, Any]) -> list[str]:
+    """GPU nodes the pod would pass every filter on with ``template``'s spec (e.g. the
+    revision before a rollout)."""
+    pod = _anon(ctx.pod)
+    pod["spec"] = copy.deepcopy(dict(template.get("spec") or {}))
+    pod["metadata"]["labels"] = dict((template.get("metadata") or {}).get("labels") or {})
+    got = _Sim(ctx).run(pod=pod)
+    return sorted(n for n, f in got.items() if f.fits)
+
+
+def _gate_change(ctx: PendingContext, g: Finding) -> Change:
+    kind = GATES[g.code]
+    objs = [o for o in g.objects if o.kind != "Node"]
+    summary = _quota_summary(ctx, g) if g.code == "QUOTA_EXCEEDED" else None
+    if summary is None:
+        first = g.fix.strip().splitlines()[0] if g.fix.strip() else g.summary
+        summary = f"{title(g.code)}: {first[:240]}"
+    return Change(kind, summary, [], objs or [_workload_ref(ctx)], (1, 5))
+
+
+def _quota_summary(ctx: PendingContext, g: Finding) -> str | None:
+    """By how much: used + what the pod asks, against hard, from the quota object."""
+    from handlers.kube.resources import pod_requests
+    need = pod_requests(ctx.pod)
+    for o in g.objects:
+        if o.kind != "ResourceQuota":
+            continue
+        q = ctx.reader.get("ResourceQuota", o.name, o.namespace)
+        st = (q or {}).get("status") or {}
+        hard, used = st.get("hard") or {}, st.get("used") or {}
+        for key, hv in hard.items():
+            res = key.removeprefix("requests.")
+            want = need.get(res, 0.0)
+            if want and is_gpu_resource(res) and key in used:
+                h, u = parse_quantity(hv), parse_quantity(used[key])
+                if u + want > h:
+                    return (f"raise ResourceQuota {o.name} {key} from {hv} to "
+                            f"{fmt_quantity(u + want, res)} (+{fmt_quantity(u + want - h, res)})")
+    return None
+
