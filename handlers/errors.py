@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 
 class GpubotError(Exception):
@@ -11,16 +11,28 @@ class GpubotError(Exception):
 
 
 class TargetNotFound(GpubotError):
-    """The named node/pod does not exist; ``suggestions`` holds close names."""
+    """The named node/pod does not exist; ``suggestions`` holds close names (in the
+    namespace asked about, or cluster-scoped), ``elsewhere`` the same name in other
+    namespaces (``ns/name``)."""
 
-    def __init__(self, message: str, suggestions: Iterable[str] = ()) -> None:
+    def __init__(self, message: str, suggestions: Iterable[str] = (),
+                 elsewhere: Iterable[str] = ()) -> None:
         super().__init__(message)
+        self.message = message
         self.suggestions = list(suggestions)
+        self.elsewhere = list(elsewhere)
 
     def __str__(self) -> str:
-        text = super().__str__()
-        missing = [s for s in self.suggestions if s not in text]
-        return f"{text}; did you mean {', '.join(missing)}?" if missing else text
+        if self.elsewhere:
+            return f"{self.message}; it exists in {', '.join(self.elsewhere[:3])}"
+        missing = [s for s in self.suggestions if s not in self.message]
+        return f"{self.message}; did you mean {', '.join(missing)}?" if missing else self.message
+
+    def within(self, namespaces: Collection[str]) -> TargetNotFound:
+        """The same answer for someone who may only see ``namespaces``: it names no
+        object outside them."""
+        seen = [n for n in self.elsewhere if n.split("/", 1)[0] in namespaces]
+        return TargetNotFound(self.message, self.suggestions, seen)
 
 
 def close_names(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:

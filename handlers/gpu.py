@@ -154,11 +154,30 @@ def _app(obj: Mapping[str, Any]) -> str:
             or lab.get("name") or "")
 
 
+# The NVIDIA DRA driver (NVIDIA/k8s-dra-driver-gpu, deployments/helm): its kubelet plugin
+# publishes the node's GPUs as ResourceSlices, the device plugin's place in the chain.
+DRA_COMPONENT_LABELS = ("nvidia-dra-driver-gpu-component", "dra-driver-nvidia-gpu-component")
+
+
+def dra_component(pod: Mapping[str, Any]) -> str | None:
+    """"kubelet-plugin" or "controller" for the NVIDIA DRA driver's pods, else None."""
+    lab = labels(pod)
+    comp = next((lab[k] for k in DRA_COMPONENT_LABELS if lab.get(k)), None)
+    if comp is None and "dra-driver" in name_of(pod):
+        name = name_of(pod)
+        comp = ("kubelet-plugin" if "kubelet-plugin" in name else
+                "controller" if "-controller-" in name else None)
+    return comp
+
+
 def is_device_plugin_pod(pod: Mapping[str, Any]) -> bool:
     """The one test for an NVIDIA device-plugin pod (or DaemonSet pod template), in every
     layout: upstream manifest, Helm chart, GPU operator, GKE/AKS managed plugins, HAMi,
     4paradigm and Volcano vGPU; by label, name, image or a GPU-looking pod mounting the
-    kubelet's device-plugin directory (handlers/knowledge/device_plugins.yaml)."""
+    kubelet's device-plugin directory (handlers/knowledge/device_plugins.yaml). The NVIDIA
+    DRA driver's kubelet plugin stands at the same stage of the chain."""
+    if dra_component(pod) == "kubelet-plugin":
+        return True
     why = plugin_evidence(pod)
     if why is None:
         return False
@@ -178,6 +197,8 @@ def operator_component(pod: Mapping[str, Any]) -> str | None:
             return comp
     if app == "node-feature-discovery" or "node-feature-discovery-worker" in name:
         return "nfd"
+    if dra_component(pod) == "controller":
+        return "dra-controller"
     return None
 
 

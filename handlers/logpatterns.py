@@ -29,6 +29,9 @@ _PATTERNS: list[tuple[str, str]] = [
     ("DRIVER_NOT_READY", r"Could not resolve Linux kernel version"),
     ("DRIVER_NOT_READY", r"(?i:could not insert 'nvidia)"),
     ("DRIVER_NOT_READY", r"(?i:Could not load NVIDIA driver kernel modules)"),
+    # The NVIDIA DRA driver's kubelet plugin finds no driver under NVIDIA_DRIVER_ROOT
+    # (NVIDIA/k8s-dra-driver-gpu, hack/kubelet-plugin-prestart.sh).
+    ("DRIVER_NOT_READY", r"Check failed\. Has the NVIDIA GPU driver been set up\?"),
     # The device plugin cannot create its socket: mount missing, read-only, not root.
     ("DEVICE_PLUGIN_NOT_PRIVILEGED",
      r"/var/lib/kubelet/device-plugins/\S*:? ?bind: "

@@ -10,11 +10,13 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from handlers import dra
 from handlers.gpu import (
     GPU_RESOURCE,
     expected_gpu_count,
     gpu_product,
     gpu_resources,
+    has_gpu_labels,
     is_device_plugin_pod,
     is_gpu_node,
     name_of,
@@ -40,6 +42,7 @@ class NodeRow:
     cordoned: bool
     taints: list[str] = field(default_factory=list)
     other_resources: dict[str, float] = field(default_factory=dict)  # MIG profiles, shared
+    dra: dict[str, int] | None = None  # DRA GPU devices: published, allocated, free
 
 
 @dataclass
@@ -78,6 +81,18 @@ def _pending_product(pod: Obj) -> str:
     return "(any model)"
 
 
+def _dra_counts(reader: Reader, nodes: list[Obj]) -> dict[str, dict[str, int]]:
+    """DRA GPU devices per node. A cluster that cannot show ResourceSlices is noted as not
+    checked only when some GPU-labelled node advertises no GPU resource (DRA could be why);
+    elsewhere the column is simply absent."""
+    before = len(reader.unchecked)
+    counts = dra.node_counts(reader)
+    if len(reader.unchecked) > before and not any(
+            has_gpu_labels(n) and not gpu_resources(n, "allocatable") for n in nodes):
+        del reader.unchecked[before:]
+    return counts
+
+
 def run(reader: Reader) -> Diagnosis:
     diag = Diagnosis("nodes", "cluster")
     diag.check("GPU capacity, allocatable and allocation per node")
@@ -97,10 +112,12 @@ def run(reader: Reader) -> Diagnosis:
         elif p.get("status", {}).get("phase", "Pending") == "Pending":
             pending[_pending_product(p)] += gpus
 
+    dra_counts = _dra_counts(reader, nodes)
+    dra_products = dra.node_products(reader) if dra_counts else {}
     rows: list[NodeRow] = []
     models: dict[str, ModelRow] = {}
     for n in sorted(nodes, key=name_of):
-        if not is_gpu_node(n, plugin_nodes):
+        if not is_gpu_node(n, plugin_nodes) and name_of(n) not in dra_counts:
             continue
         name = name_of(n)
         cap = gpu_resources(n, "capacity")
@@ -108,12 +125,15 @@ def run(reader: Reader) -> Diagnosis:
         taints = [_taint_text(t) for t in n.get("spec", {}).get("taints") or []
                   if t.get("key") not in LIFECYCLE_TAINT_KEYS]
         row = NodeRow(
-            node=name, product=gpu_product(n), capacity=cap.get(GPU_RESOURCE, 0.0),
+            node=name, capacity=cap.get(GPU_RESOURCE, 0.0),
+            product=(gpu_product(n) if gpu_product(n) != "unknown"
+                     else dra_products.get(name, "unknown")),
             allocatable=alloc.get(GPU_RESOURCE, 0.0), allocated=allocated.get(name, 0.0),
             free=max(alloc.get(GPU_RESOURCE, 0.0) - allocated.get(name, 0.0), 0.0),
             ready=_ready(n), cordoned=bool(n.get("spec", {}).get("unschedulable")),
             taints=taints,
             other_resources={k: v for k, v in alloc.items() if k != GPU_RESOURCE and v},
+            dra=dra_counts.get(name),
         )
         rows.append(row)
         m = models.setdefault(row.product, ModelRow(row.product))
@@ -152,6 +172,9 @@ def run(reader: Reader) -> Diagnosis:
         "free": sum(m.free for m in models.values()),
         "pending": sum(pending.values()),
     }
+    if dra_counts:
+        diag.details["totals"]["dra"] = {
+            k: sum(c[k] for c in dra_counts.values()) for k in ("published", "allocated", "free")}
     diag.details["all_clear"] = False  # a ledger, not a check of the chain
     runtime.enrich(reader, diag, idle=True, allocation=True)
     diag.unchecked.extend(reader.unchecked)

@@ -34,12 +34,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from handlers import why_pending
+from handlers import batchjobs, why_pending
+from handlers.dra import gpu_devices_asked, uses_claims
 from handlers.errors import GpubotError
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_labels, parse_label_selector
 from handlers.model import Diagnosis, Finding, Severity
+from handlers.queues import queue_rows
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import ACTIVE_PODS, Obj, Reader
 
@@ -67,6 +69,7 @@ class PendingWorkload:
     template: Obj | None = None  # the controller's pod template as a pod, when not_created
     queue: str | None = None  # Kueue LocalQueue of a suspended Job
     created: str = ""  # the controller's creationTimestamp (when nothing else dates the wait)
+    dra: dict[str, float] = field(default_factory=dict)  # "<DeviceClass> (DRA)" -> devices
 
     @property
     def workload(self) -> str:
@@ -81,6 +84,7 @@ class PendingWorkload:
         out: dict[str, float] = {}
         for p in self.pods:
             _add(out, gpu_requests(p))
+        _add(out, self.dra)
         if self.not_created and self.template is not None:
             _add(out, {k: v * self.not_created for k, v in gpu_requests(self.template).items()})
         return dict(sorted(out.items()))
@@ -103,13 +107,16 @@ def gpu_requests(pod: Obj) -> dict[str, float]:
     return {k: v for k, v in pod_requests(pod).items() if is_gpu_resource(k) and v > 0}
 
 
-def is_pending_gpu_pod(pod: Obj) -> bool:
-    """Pending, not bound to a node, not being deleted, and asking for a GPU resource."""
+def _waiting_unbound(pod: Obj) -> bool:
     meta = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     return ((pod.get("status") or {}).get("phase", "Pending") == "Pending"
-            and not spec.get("nodeName") and not meta.get("deletionTimestamp")
-            and bool(gpu_requests(pod)))
+            and not spec.get("nodeName") and not meta.get("deletionTimestamp"))
+
+
+def is_pending_gpu_pod(pod: Obj) -> bool:
+    """Pending, not bound to a node, not being deleted, and asking for a GPU resource."""
+    return _waiting_unbound(pod) and bool(gpu_requests(pod))
 
 
 def _add(into: dict[str, float], other: dict[str, float]) -> None:
@@ -190,14 +197,21 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
     scope = _Scope(reader, namespace)
     groups: dict[tuple[str, str, str], PendingWorkload] = {}
     for pod in scope.pods:
+        asked: dict[str, float] = {}
         if not is_pending_gpu_pod(pod):
-            continue
+            # A DRA pod asks its GPUs through claims for a GPU DeviceClass.
+            if not (_waiting_unbound(pod) and uses_claims(pod)):
+                continue
+            asked = gpu_devices_asked(reader, pod)
+            if not asked:
+                continue
         ns = ns_of(pod)
         owner = scope.top_owner(pod, ns) or ("Pod", name_of(pod))
         key = (ns, *owner)
         if key not in groups:
             groups[key] = PendingWorkload(owner[0], owner[1], ns)
         groups[key].pods.append(pod)
+        _add(groups[key].dra, {f"{cls} (DRA)": n for cls, n in asked.items()})
 
     if not reader.readable("Pod"):
         return list(groups.values())  # without pods, no controller can be called short
@@ -251,6 +265,20 @@ def find_pending(reader: Reader, namespace: str | None = None) -> list[PendingWo
         w.controller, w.active, w.template, w.queue = job, active, template, str(queue)
         w.not_created = missing
         w.created = str(job.get("metadata", {}).get("creationTimestamp") or "")
+    for kind in batchjobs.KINDS:  # JobSet, RayJob, PyTorchJob held by Kueue
+        for obj in reader.list(kind, namespace):
+            queue = (obj.get("metadata", {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+            if not queue or not batchjobs.suspended(obj):
+                continue
+            obj.setdefault("kind", kind)
+            ns = ns_of(obj)
+            template = why_pending.template_pod(obj, ns)
+            if not gpu_requests(template):
+                continue
+            w = groups.setdefault((ns, kind, name_of(obj)), PendingWorkload(kind, name_of(obj), ns))
+            w.controller, w.template, w.queue = obj, template, str(queue)
+            w.not_created = batchjobs.pod_count(obj)
+            w.created = str(obj.get("metadata", {}).get("creationTimestamp") or "")
     return list(groups.values())
 
 
@@ -364,6 +392,7 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
     diag.details["limit"] = limit
     diag.details["namespace"] = namespace
     diag.details["causes"] = _cause_summary(rows)
+    diag.details["queues"] = queue_rows(reader, namespace)
     where = f"namespace {namespace}" if namespace else "any namespace"
     if workloads or not all(reader.readable(k) for k in ("Pod", "Event", "Job")):
         # Pending workloads are never "all clear", even when every cause is only info; and

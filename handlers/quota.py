@@ -45,6 +45,7 @@ from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.pending.context import PendingContext
 from handlers.pending.quota import EXCEEDED_RE, check_requests_limits_unequal
 from handlers.pending_all import FAILED_CREATE, PendingWorkload, find_pending
+from handlers.queues import queue_rows
 from handlers.view import ACTIVE_PODS, Obj, Reader
 
 REQUESTS = "requests."
@@ -363,5 +364,6 @@ def run(reader: Reader, namespace: str | None = None) -> Diagnosis:
         info.append(f"No ResourceQuota in {where} limits a GPU resource"
                     + (f" ({len(quotas)} quota(s) limit other resources)." if quotas else "."))
     diag.details["info"] = info
+    diag.details["queues"] = queue_rows(reader, namespace)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
     return diag.finish()

@@ -19,13 +19,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from handlers.runtime.source import MetricsSource
 
+from handlers.kube.shape import cut_long_lines
+
 Obj = dict[str, Any]
 
 # Pods that hold node resources: what the scheduler counts (a field selector every view takes).
 ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 CLUSTER_SCOPED = frozenset(
-    {"Node", "Namespace", "PriorityClass", "RuntimeClass", "PersistentVolume", "ClusterPolicy"}
+    {"Node", "Namespace", "PriorityClass", "RuntimeClass", "PersistentVolume", "ClusterPolicy",
+     "ClusterQueue", "ResourceFlavor", "Queue", "DeviceClass", "ResourceSlice"}
 )
 
 
@@ -172,7 +175,8 @@ class Reader:
         key = (namespace, pod, container)
         if key not in self._logs:
             try:
-                self._logs[key] = self.view.logs(namespace, pod, container)
+                text = self.view.logs(namespace, pod, container)
+                self._logs[key] = cut_long_lines(text) if text else text
             except ViewError as err:
                 self._fail(err, "Pod/log")
                 self._logs[key] = None

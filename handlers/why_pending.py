@@ -10,12 +10,14 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, replace
 
+from handlers import batchjobs
+from handlers.dra import uses_claims
 from handlers.errors import GpubotError, TargetNotFound
 from handlers.gpu import name_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
-from handlers.pending import fitsif, placement, queueing, quota, spec, started
+from handlers.pending import dra, fitsif, placement, queueing, quota, spec, started
 from handlers.pending.context import PendingContext
 from handlers.rollout import deployment_rollout
 from handlers.runtime import checks as runtime
@@ -29,6 +31,7 @@ KIND_ALIASES = {
     "job": "Job", "jobs": "Job",
     "replicaset": "ReplicaSet", "replicasets": "ReplicaSet", "rs": "ReplicaSet",
 }
+KIND_ALIASES.update(batchjobs.ALIASES)
 for _full in list(KIND_ALIASES):
     # kubectl also accepts group-qualified names: deployment.apps/x, job.batch/x.
     KIND_ALIASES[f"{_full}.apps"] = KIND_ALIASES[_full]
@@ -40,6 +43,9 @@ CHECKS_RUN = (
     "quota: ResourceQuota and LimitRange for GPU resources",
     "placement: every node through the scheduler's filters",
 )
+
+
+DRA_CHECK = "DRA: ResourceClaims, DeviceClasses, ResourceSlices and allocated devices"
 
 
 class UsageError(GpubotError):
@@ -79,7 +85,8 @@ def parse_target(text: str, namespace: str | None = None) -> Target:
                              f"{namespace!r}")
         return Target(KIND_ALIASES[parts[0].lower()], parts[2], parts[1])
     raise UsageError(f"cannot read target {text!r}: use POD, NS/POD or KIND/NAME with -n NS "
-                     "(kinds: pod, deployment, statefulset, job, replicaset)")
+                     "(kinds: pod, deployment, statefulset, job, replicaset, jobset, rayjob, "
+                     "pytorchjob)")
 
 
 def _owned_by(obj: Obj, owner: Obj) -> bool:
@@ -97,15 +104,8 @@ def _not_found(reader: Reader, t: Target) -> TargetNotFound:
     close = difflib.get_close_matches(t.name, same_ns, n=3, cutoff=0.5)
     elsewhere = [f"{o.get('metadata', {}).get('namespace')}/{name_of(o)}"
                  for o in reader.list(t.kind, None, field_selector=f"metadata.name={t.name}")]
-    hint = ""
-    if elsewhere:
-        hint = f"; it exists in {', '.join(elsewhere[:3])}"
-    elif close:
-        hint = f"; did you mean {', '.join(close)}?"
-    return TargetNotFound(
-        f"{t.kind.lower()} {t.name!r} not found in namespace {t.namespace!r}{hint}",
-        suggestions=elsewhere or close,
-    )
+    return TargetNotFound(f"{t.kind.lower()} {t.name!r} not found in namespace {t.namespace!r}",
+                          suggestions=close, elsewhere=elsewhere)
 
 
 def _resolve(reader: Reader, t: Target) -> tuple[Obj | None, Obj | None, list[Obj]]:
@@ -125,6 +125,9 @@ def _resolve(reader: Reader, t: Target) -> tuple[Obj | None, Obj | None, list[Ob
         owners.sort(key=lambda rs: str(rs.get("metadata", {}).get("creationTimestamp", "")))
     sel = (obj.get("spec") or {}).get("selector")
     candidates = reader.list("Pod", t.namespace)
+    mark = batchjobs.pod_label(obj)
+    if mark is not None:  # pods of child Jobs / RayClusters: found by their label
+        return None, obj, [p for p in candidates if _labels(p).get(mark[0]) == mark[1]]
     pods = [p for p in candidates if any(_owned_by(p, o) for o in owners)
             or (sel and t.kind != "Deployment" and not p.get("metadata", {}).get(
                 "ownerReferences") and match_label_selector_object(sel, _labels(p)))]
@@ -147,7 +150,8 @@ def _owner(reader: Reader, pod: Obj) -> Obj | None:
 
 
 def template_pod(controller: Obj, namespace: str) -> Obj:
-    tmpl = (controller.get("spec") or {}).get("template") or {}
+    tmpl = (batchjobs.gpu_template(controller) if controller.get("kind") in batchjobs.KINDS
+            else (controller.get("spec") or {}).get("template") or {})
     meta = dict(tmpl.get("metadata") or {})
     meta.setdefault("name", f"{name_of(controller)}-<not created>")
     meta["namespace"] = namespace
@@ -355,6 +359,9 @@ def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> placement.Placeme
     for name in CHECKS_RUN:
         diag.check(name)
     diag.add_all(spec.check(ctx))
+    if uses_claims(ctx.pod):
+        diag.check(DRA_CHECK)
+        diag.add_all(dra.check(ctx))
     diag.add_all(queueing.check(ctx))
     diag.add_all(quota.check(ctx))
     explained = bool(diag.problems)
@@ -394,7 +401,8 @@ def _gated(ctx: PendingContext) -> str | None:
     gates = ctx.pod.get("spec", {}).get("schedulingGates") or []
     if gates:
         return "the pod has schedulingGates " + ", ".join(str(g.get("name")) for g in gates)
-    if ctx.controller is not None and (ctx.controller.get("spec") or {}).get("suspend"):
+    if ctx.controller is not None and ((ctx.controller.get("spec") or {}).get("suspend")
+                                       or batchjobs.suspended(ctx.controller)):
         return f"{str(ctx.controller.get('kind')).lower()} {name_of(ctx.controller)} is suspended"
     return None
 

@@ -656,9 +656,11 @@ def test_kinds_a_cluster_info_dump_cannot_hold_are_unreadable(tmp_path: Path) ->
     """A ``cluster-info dump`` has no quotas, RuntimeClasses, ...: served as forbidden (as the
     snapshot view reports them not captured), not as empty lists; pods are served."""
     with FakeKube(ROOT / "tests" / "data" / "loader" / "dump") as fake:
-        assert sorted(fake.uncaptured) == ["configmaps", "controllerrevisions", "limitranges",
-                                           "priorityclasses", "resourcequotas",
-                                           "runtimeclasses"]
+        assert sorted(fake.uncaptured) == [
+            "clusterqueues", "configmaps", "controllerrevisions", "deviceclasses",
+            "limitranges", "localqueues", "priorityclasses", "resourceclaims",
+            "resourceclaimtemplates", "resourceflavors", "resourcequotas", "resourceslices",
+            "runtimeclasses"]
         api_client = connect(fake, tmp_path)
         v1 = client.CoreV1Api(api_client)
         with pytest.raises(ApiException) as err:

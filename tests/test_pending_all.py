@@ -115,7 +115,7 @@ def test_namespace_without_gpu_work_is_all_clear() -> None:
 
 def test_kueue_suspended_job_is_listed() -> None:
     d = run("pending_kueue_suspended_job")
-    assert rows(d) == [("team-a", "job/llama-lora", 1, 1, 8.0, "GANG_INCOMPLETE")]
+    assert rows(d) == [("team-a", "job/llama-lora", 1, 1, 8.0, "QUEUE_QUOTA_EXHAUSTED")]
     assert d.details["rows"][0]["queue"] == "team-a-gpu"
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from handlers.model import Finding
+from handlers.model import Finding, ObjectRef
 from handlers.pending import queueing
 from tests.pending_ctx import controller_context, pod_context
 
@@ -49,10 +49,17 @@ def test_volcano_gang_counts_room_for_members() -> None:
 
 def test_kueue_workload_not_admitted() -> None:
     ctx = controller_context("kueue-workload-not-admitted", "team-a", "Job", "llama-lora")
-    f = _one(queueing.check(ctx), "GANG_INCOMPLETE")
-    assert _has(f, "QuotaReserved=False", "insufficient unused quota for nvidia.com/gpu in "
-                "flavor a100-80gb, 8 more needed")
+    f = _one(queueing.check(ctx), "QUEUE_QUOTA_EXHAUSTED")
+    assert "GANG_INCOMPLETE" not in _codes(queueing.check(ctx))
+    assert _has(f, "insufficient unused quota for nvidia.com/gpu in flavor a100-80gb, "
+                "8 more needed")
+    assert _has(f, "ClusterQueue team-a-cq flavor a100-80gb nvidia.com/gpu: used 8 of "
+                "nominalQuota 8")
+    assert _has(f, "held by workload team-a/job-mistral-sft-8c3d1: 8 nvidia.com/gpu")
     assert _has(f, "spec.suspend: true")
+    assert "team-a/job-mistral-sft-8c3d1" in f.fix
+    assert "from 8 to 16" in f.fix
+    assert ObjectRef("ClusterQueue", "team-a-cq") in f.objects
 
 
 def test_preemption_never() -> None:

@@ -104,7 +104,7 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
             raise NotAllowed(resolved.message)
         deadline = Deadline(settings.deadline)
         deadline.start()
-        return bot.diagnose(resolved, deadline)
+        return bot.diagnose(resolved, deadline, bot.policy.allowed(channel, ""))
 
     def render(cmd: Command, diag: Diagnosis) -> Rendered:
         return bot.renderer.render(diag, argv=cmd.argv(), source=bot.view.source,

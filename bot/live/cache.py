@@ -50,13 +50,15 @@ from handlers.view import Obj
 from .errors import ApiForbidden, Op
 from .kinds import KindInfo, kind_info
 from .lean import Leaner
-from .objects import prepare
-from .transport import Response, RetryPolicy, Transport, gc_paused
+from .objects import Misfits, prepare
+from .transport import MAX_RESPONSE, Response, RetryPolicy, Transport, gc_paused
 
 log = logging.getLogger(__name__)
 
 DEFAULT_KINDS = ("Node", "Pod", "Event", "DaemonSet", "ResourceQuota", "LimitRange",
-                 "ClusterPolicy", "ConfigMap")
+                 "ClusterPolicy", "ConfigMap",
+                 # change with every queued job and every DRA pod
+                 "Workload", "ResourceClaim", "ResourceSlice")
 # Kinds kept for one namespace only, as the bot's RBAC grants them (deploy/base/rbac.yaml):
 # the GPU operator's ConfigMaps (device-plugin and sharing configs). Reads of any other
 # namespace go to the server.
@@ -244,10 +246,12 @@ class WatchCache:
         freeze_at: int = 10_000,
         retry: RetryPolicy | None = None,
         namespaces: Mapping[str, str] | None = None,
+        misfits: Misfits | None = None,
     ) -> None:
         """``namespaces``: kind -> the one namespace kept of it (default
         ``DEFAULT_NAMESPACES``); other kinds are kept for the whole cluster."""
         self.transport = Transport(api_client, timeout=timeout, retry=retry, unreachable_ttl=0)
+        self.misfits = misfits or Misfits(f"API server {self.transport.server}")
         self.watch_timeout = watch_timeout
         self.page_size = page_size
         self.backoff = backoff
@@ -314,7 +318,9 @@ class WatchCache:
         """Whether reads of ``kind`` in ``namespace`` (None: every namespace) are answered
         here: the kind is synced and kept for that namespace."""
         store = self._stores.get(kind)
-        return store is not None and store.synced and (
+        # A required group the server does not serve is an error to report, not "none".
+        return store is not None and store.synced and not (
+            store.missing and store.info.required) and (
             store.namespace is None or namespace == store.namespace)
 
     def settled(self) -> bool:
@@ -467,14 +473,28 @@ class WatchCache:
         return float(base * random.uniform(0.5, 1.0))
 
     def _relist(self, store: _Store) -> None:
-        info = store.info
-        op = Op("list", info.kind, info.group, info.plural, store.namespace, info.namespaced)
         with gc_paused():
-            def keep(page: builtins.list[Obj], api_version: str) -> builtins.list[Obj]:
-                return [store.leaner.lean(info.kind, o) for o in prepare(info, page, api_version)]
+            got = None
+            info = store.info
+            # resource.k8s.io: the newest version the server serves (v1, v1beta2, v1beta1).
+            for version in store.info.versions:
+                info = store.info if version == store.info.version else store.info.at(version)
+                op = Op("list", info.kind, info.group, info.plural, store.namespace,
+                        info.namespaced)
 
-            got = self.transport.list_all(op, info.path(store.namespace),
-                                          page_size=self.page_size, each_page=keep)
+                def keep(page: builtins.list[Obj], api_version: str,
+                         info: KindInfo = info) -> builtins.list[Obj]:
+                    return [store.leaner.lean(info.kind, o)
+                            for o in prepare(info, page, api_version, self.misfits)]
+
+                got = self.transport.list_all(op, info.path(store.namespace),
+                                              page_size=self.page_size, each_page=keep)
+                if got is not None:
+                    if info is not store.info:  # watch that version from now on
+                        store.info = KindInfo(info.kind, info.group, info.version,
+                                              info.plural, info.namespaced,
+                                              store.info.older, store.info.required)
+                    break
             if got is None:
                 store.missing = True
                 store.replace([], "")
@@ -531,6 +551,8 @@ class WatchCache:
 
     def _apply(self, store: _Store, line: bytes) -> str | None:
         event = orjson.loads(line)
+        if not isinstance(event, dict):
+            return "error"
         kind = event.get("type")
         obj = event.get("object")
         if not isinstance(obj, dict):
@@ -540,10 +562,15 @@ class WatchCache:
                 store.errors += 1
                 store.last_error = f"watch ERROR {obj.get('code')}: {obj.get('message')}"
             return "gone" if obj.get("code") == 410 else "error"
-        version = str((obj.get("metadata") or {}).get("resourceVersion") or "")
+        meta = obj.get("metadata")
+        version = str(meta.get("resourceVersion") or "") if isinstance(meta, dict) else ""
         if kind in ("ADDED", "MODIFIED"):
-            store.put(store.leaner.lean(store.info.kind, prepare(store.info, [obj])[0]))
-        elif kind == "DELETED":
+            fits = prepare(store.info, [obj], "", self.misfits)
+            if fits:
+                store.put(store.leaner.lean(store.info.kind, fits[0]))
+            elif isinstance(obj.get("metadata"), dict):
+                store.delete(obj)  # its new version cannot be read: not the old one either
+        elif kind == "DELETED" and isinstance(obj.get("metadata"), dict):
             store.delete(obj)
         if version:
             store.resource_version = version
@@ -567,6 +594,8 @@ def _lines(resp: urllib3.BaseHTTPResponse) -> Iterator[bytes]:
     for chunk in chunks:
         buf += chunk
         if b"\n" not in chunk:
+            if len(buf) > MAX_RESPONSE:  # one event that never ends: relist instead
+                raise ValueError(f"a watch event over {MAX_RESPONSE >> 20} MB")
             continue
         *done, buf = buf.split(b"\n")
         for line in done:

@@ -8,7 +8,8 @@
           ├── ApiForbidden       403: RBAC denies the verb; .rule is the rule that allows it
           ├── ApiThrottled       429 still after the bounded retries
           ├── ApiServerError     5xx or a dropped connection, still after the retries
-          └── ApiBadResponse     any other status, or a body that is not JSON
+          └── ApiBadResponse     any other status, a body that is not JSON, lies about its
+                                 encoding or length, is too large; endless pagination
 
 Third-party exceptions are wrapped where the request is made (``transport.py``) and chained
 as ``__cause__``. Messages name the server URL (credentials in it are removed) and never
@@ -193,6 +194,21 @@ def bad_status(server: str, op: Op | None, status: int, reason: str, body: bytes
         f"the API at {server} refused{what}: {status} {reason}".rstrip()
         + (f": {detail}" if detail else ""), server=server, op=op, status=status,
     )
+
+
+def bad_answer(server: str, op: Op | None, why: str) -> ApiBadResponse:
+    """An answer that cannot be used: a body that lies about its encoding or length, one
+    too large, a list whose pages never end."""
+    what = f" for {op.verb} {op.what}" if op else ""
+    return ApiBadResponse(f"the API at {server} answered{what} with {why}",
+                          server=server, op=op)
+
+
+def throttled_for(server: str, op: Op | None, seconds: float) -> ApiThrottled:
+    what = f" ({op.verb} {op.what})" if op else ""
+    return ApiThrottled(
+        f"the API at {server} is rate-limiting us (429 Too Many Requests){what} and asks to "
+        f"wait {seconds:.0f}s, longer than gpubot waits", server=server, op=op, status=429)
 
 
 def not_json(server: str, op: Op | None, body: bytes) -> ApiBadResponse:

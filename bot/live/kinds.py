@@ -19,6 +19,21 @@ class KindInfo:
     version: str
     plural: str
     namespaced: bool
+    # Older versions to fall back to, newest first, when ``version`` is not served
+    # (resource.k8s.io: v1 from Kubernetes 1.34, v1beta2 from 1.33, v1beta1 from 1.32).
+    older: tuple[str, ...] = ()
+    # A group every recent cluster serves: when none of its versions is, the read is an
+    # error ("not checked"), not an empty list as for a CRD that is not installed.
+    required: bool = False
+
+    def at(self, version: str) -> KindInfo:
+        """The same kind at another version of its group."""
+        return KindInfo(self.kind, self.group, version, self.plural, self.namespaced,
+                        required=self.required)
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        return (self.version, *self.older)
 
     @property
     def api_version(self) -> str:
@@ -46,6 +61,8 @@ class KindInfo:
 
 BUILTIN_GROUPS = frozenset({"", "apps", "batch", "scheduling.k8s.io", "node.k8s.io"})
 
+DRA_OLDER = ("v1beta2", "v1beta1")
+
 _TABLE: tuple[KindInfo, ...] = (
     KindInfo("Node", "", "v1", "nodes", False),
     KindInfo("Pod", "", "v1", "pods", True),
@@ -67,6 +84,19 @@ _TABLE: tuple[KindInfo, ...] = (
     KindInfo("RuntimeClass", "node.k8s.io", "v1", "runtimeclasses", False),
     KindInfo("PodGroup", "scheduling.volcano.sh", "v1beta1", "podgroups", True),
     KindInfo("Workload", "kueue.x-k8s.io", "v1beta1", "workloads", True),
+    KindInfo("ClusterQueue", "kueue.x-k8s.io", "v1beta1", "clusterqueues", False),
+    KindInfo("LocalQueue", "kueue.x-k8s.io", "v1beta1", "localqueues", True),
+    KindInfo("ResourceFlavor", "kueue.x-k8s.io", "v1beta1", "resourceflavors", False),
+    KindInfo("Queue", "scheduling.volcano.sh", "v1beta1", "queues", False),
+    KindInfo("JobSet", "jobset.x-k8s.io", "v1alpha2", "jobsets", True),
+    KindInfo("RayJob", "ray.io", "v1", "rayjobs", True),
+    KindInfo("PyTorchJob", "kubeflow.org", "v1", "pytorchjobs", True),
+    *(KindInfo(kind, "resource.k8s.io", "v1", plural, namespaced, DRA_OLDER, required=True)
+      for kind, plural, namespaced in (
+          ("DeviceClass", "deviceclasses", False),
+          ("ResourceSlice", "resourceslices", False),
+          ("ResourceClaim", "resourceclaims", True),
+          ("ResourceClaimTemplate", "resourceclaimtemplates", True))),
     KindInfo("ClusterPolicy", "nvidia.com", "v1", "clusterpolicies", False),
     KindInfo("NodeFeature", "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", True),
 )

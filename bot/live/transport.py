@@ -79,6 +79,10 @@ class _Stats:
 
 
 _DROPPED = (u3.ProtocolError, http.client.HTTPException, ConnectionError)
+MAX_RESPONSE = 256 << 20  # a page of 500 large pods is ~5 MB; pod logs are asked with limitBytes
+MAX_PAGES = 10_000  # 5 million objects at 500 a page: a list that goes on is a broken server
+MAX_BACKOFF_MEMORY = 300.0  # seconds a long Retry-After is remembered at most
+_CHUNK = 1 << 16
 _NAME_RESOLUTION = getattr(u3, "NameResolutionError", None)
 
 
@@ -105,6 +109,8 @@ class Transport:
         self._lock = threading.Lock()
         self._stats = _Stats()
         self._down: tuple[float, str] | None = None
+        self._throttled: tuple[float, float] | None = None  # (until, Retry-After asked)
+        self.max_pages = MAX_PAGES
         self.server_clock: tuple[datetime, float] | None = None
         # Called after each page of a list: (kind, pages so far, objects so far).
         self.on_page: Callable[[str, int, int], None] | None = None
@@ -162,8 +168,9 @@ class Transport:
         for attempt in range(1, attempts + 1):
             last = attempt == attempts
             try:
+                started = time.monotonic()
                 resp = self._send(op, path, query, stream=False)
-                data = self._read(resp, path, op)
+                data = self._read(resp, path, op, started)
             except _DROPPED as err:
                 if last:
                     raise errors.dropped(self.server, op, attempts) from err
@@ -179,6 +186,13 @@ class Transport:
                     raise errors.server_error(self.server, op, resp.status, result.reason,
                                               data, attempts)
                 after = _retry_after(result)
+                if after is not None and after > max(self.timeout, self.retry.max_retry_after):
+                    # Longer than the request itself may take: waiting (even cut to
+                    # max_retry_after, again and again) would stretch the command to
+                    # minutes. Say so now, and do not ask again before the server said to.
+                    self._throttled = (time.monotonic() + min(after, MAX_BACKOFF_MEMORY),
+                                       after)
+                    raise errors.throttled_for(self.server, op, after)
                 delay = (min(after, self.retry.max_retry_after) if after is not None
                          else self.retry.delay(attempt))
                 self._wait(path, delay, op, str(resp.status))
@@ -247,9 +261,10 @@ class Transport:
         ``each_page(items, apiVersion)`` transforms every page as it arrives: the watch cache
         keeps lean objects, and a whole list of full ones never exists at once."""
         restarted = False
-        pages = 0
         items: list[Obj] = []
         token = ""
+        tokens: set[str] = set()
+        pages = 0
         version = api_version = ""
         while True:
             q = dict(query or {})
@@ -264,22 +279,31 @@ class Transport:
                 # window): start over once, from a fresh snapshot.
                 if restarted or not token:
                     raise self.status_error(op, resp)
-                restarted, items, token, pages = True, [], "", 0
+                restarted, items, token, tokens, pages = True, [], "", set(), 0
                 continue
             doc = self.decode(op, resp.data)
-            meta = doc.get("metadata") or {}
+            meta = doc.get("metadata")
+            meta = meta if isinstance(meta, dict) else {}
             if not items:
-                version = str(meta.get("resourceVersion") or "")
-                api_version = str(doc.get("apiVersion") or "")
-            page = [i for i in doc.get("items") or [] if isinstance(i, dict)]
+                version = _text(meta.get("resourceVersion"))
+                api_version = _text(doc.get("apiVersion"))
+            page = doc.get("items")
+            if page is not None and not isinstance(page, list):
+                raise errors.bad_answer(self.server, op, "items that are not a list")
+            page = page or []  # items that are not objects: prepare() drops them
             del doc
             items.extend(each_page(page, api_version) if each_page else page)
             pages += 1
             if self.on_page is not None:
                 self.on_page(op.kind, pages, len(items))
-            token = str(meta.get("continue") or "")
+            token = _text(meta.get("continue"))
             if not token:
                 return items, version, api_version
+            if token in tokens or pages >= self.max_pages:
+                raise errors.bad_answer(
+                    self.server, op, "a list whose pages never end (the continue token "
+                    + ("repeats)" if token in tokens else f"still set after {pages} pages)"))
+            tokens.add(token)
 
     def decode(self, op: Op, data: bytes) -> Obj:
         try:
@@ -304,6 +328,11 @@ class Transport:
         read_timeout: float | None = None, method: str = "GET", body: bytes | None = None,
         content_type: str = "application/json",
     ) -> urllib3.BaseHTTPResponse:
+        throttled = self._throttled
+        if throttled is not None:
+            if time.monotonic() < throttled[0]:
+                raise errors.throttled_for(self.server, op, throttled[1])
+            self._throttled = None
         down = self._down
         if down is not None:
             if time.monotonic() < down[0]:
@@ -353,14 +382,46 @@ class Transport:
         then, at = self.server_clock
         return then + timedelta(seconds=time.monotonic() - at)
 
-    def _read(self, resp: urllib3.BaseHTTPResponse, path: str, op: Op) -> bytes:
+    def _read(self, resp: urllib3.BaseHTTPResponse, path: str, op: Op,
+              started: float | None = None) -> bytes:
+        """The whole body, within ``timeout`` seconds of ``started`` (a body trickled a
+        byte at a time never trips a per-read timeout) and ``MAX_RESPONSE`` bytes."""
+        deadline = (time.monotonic() if started is None else started) + self.timeout
+        declared = resp.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > MAX_RESPONSE:
+            resp.close()
+            raise errors.bad_answer(self.server, op, f"a body of {int(declared) >> 20} MB, "
+                                    f"more than gpubot reads ({MAX_RESPONSE >> 20} MB)")
+        chunks: list[bytes] = []
+        size = 0
+        done = False
         try:
-            data = resp.data
+            while True:
+                if time.monotonic() > deadline:
+                    raise errors.bad_answer(self.server, op, "a body that came too slowly "
+                                            f"(not all there after {_secs(self.timeout)})")
+                chunk = resp.read1(_CHUNK)  # returns after one receive: the clock is seen
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > MAX_RESPONSE:
+                    raise errors.bad_answer(self.server, op, "a body larger than "
+                                            f"{MAX_RESPONSE >> 20} MB")
+                chunks.append(chunk)
+            done = True
         except u3.ReadTimeoutError as err:
             raise ApiUnreachable(f"timed out after {_secs(self.timeout)} reading the answer",
                                  server=self.server, op=op) from err
+        except u3.DecodeError as err:
+            encoding = resp.headers.get("content-encoding", "?")
+            raise errors.bad_answer(self.server, op, f"a body labelled {encoding!r} that is "
+                                    "not") from err
         finally:
-            resp.release_conn()
+            if done:
+                resp.release_conn()
+            else:  # unread bytes would be the next request's answer: drop the connection
+                resp.close()
+        data = b"".join(chunks)
         self.count(path, nbytes=len(data))
         return data
 
@@ -440,6 +501,10 @@ def _retry_after(resp: Response) -> float | None:
     details = doc.get("details") if isinstance(doc, dict) else None
     seconds = details.get("retryAfterSeconds") if isinstance(details, dict) else None
     return float(seconds) if isinstance(seconds, int | float) else None
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _secs(value: float) -> str:

@@ -30,11 +30,13 @@ import orjson
 
 from bot.snapshot.events import event_time, involved_key
 from bot.snapshot.logs import join_parts, termination_messages
+from bot.snapshot.model import LoadProblem
 from handlers.kube.selectors import SelectorError
 from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 
 from .errors import KubeconfigError, Op
 from .kinds import KINDS, KindInfo, kind_info
+from .objects import Misfits
 from .objects import prepare as _prepare
 from .transport import RetryPolicy, Transport, gc_paused
 
@@ -81,6 +83,7 @@ class LiveView:
         self.transport = Transport(api_client, timeout=timeout, retry=retry,
                                    unreachable_ttl=unreachable_ttl)
         self._source = source or f"API server {self.transport.server}"
+        self.misfits = Misfits(f"API server {self.transport.server}")
         self.cache = cache
         self.page_size = page_size
         self.log_tail_lines = log_tail_lines
@@ -92,6 +95,7 @@ class LiveView:
         self._lock = threading.Lock()
         self._prefetched: dict[ListKey, tuple[float, Future[builtins.list[Obj]]]] = {}
         self._missing: dict[str, float] = {}
+        self._group_versions: dict[str, builtins.list[str]] = {}  # group -> served versions
         self._cache_reads = 0
         self._own_cache = False
         # The kubeconfig context's namespace (in a pod: its own), the default namespace of
@@ -111,6 +115,11 @@ class LiveView:
         return self.transport.server
 
     @property
+    def problems(self) -> builtins.list[LoadProblem]:
+        """Objects the API answered that handlers cannot read (skipped), newest last."""
+        return self.misfits.problems()
+
+    @property
     def stats(self) -> dict[str, Any]:
         """Requests made and body bytes read, in all and per URL path (no query); retries;
         reads the watch cache answered without a request."""
@@ -128,7 +137,7 @@ class LiveView:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> builtins.list[Obj]:
-        info = kind_info(kind)
+        info = self._served(kind_info(kind))
         key = _key(info, namespace, label_selector, field_selector)
         future = self._take_prefetched(key)
         if future is not None:
@@ -137,7 +146,7 @@ class LiveView:
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
         """``namespace=None`` on a namespaced kind means ``default``, as kubectl does."""
-        info = kind_info(kind)
+        info = self._served(kind_info(kind))
         ns = (namespace or "default") if info.namespaced else None
         cache = self._warm(kind, ns)
         if cache is not None:
@@ -152,7 +161,8 @@ class LiveView:
                 self._remember_missing(kind)
             return None
         obj = self.transport.decode(op, resp.data)
-        return _prepare(info, [obj], "")[0]
+        got = _prepare(info, [obj], "", self.misfits)
+        return got[0] if got else None
 
     def events(self, kind: str, name: str, namespace: str | None = None) -> builtins.list[Obj]:
         """Oldest first. ``namespace=None`` (or a cluster-scoped kind) matches any."""
@@ -167,7 +177,7 @@ class LiveView:
         op = Op("list", "Event", "", "events", ns, True)
         got = self.transport.list_all(op, _EVENT.path(ns), {"fieldSelector": selector},
                                       page_size=self.page_size)
-        items = _prepare(_EVENT, got[0], got[2]) if got else []
+        items = _prepare(_EVENT, got[0], got[2], self.misfits) if got else []
         if ns is not None:
             items = [e for e in items if (involved_key(e) or ("", "", ""))[2] == ns]
         return sorted(items, key=event_time)
@@ -235,8 +245,8 @@ class LiveView:
                     del self._prefetched[key]
             for kind, namespace, label_selector, field_selector in requests:
                 info = KINDS.get(kind)
-                if info is None:
-                    continue
+                if info is None or info.older or info.required:
+                    continue  # its version is chosen on first read (_served)
                 key = _key(info, namespace, label_selector, field_selector)
                 if self._warm(kind, key[1]) is not None:
                     continue
@@ -317,7 +327,36 @@ class LiveView:
                     self._remember_missing(info.kind)
                 return []
             items, _, api_version = got
-            return _prepare(info, items, api_version)
+            return _prepare(info, items, api_version, self.misfits)
+
+    def _served(self, info: KindInfo) -> KindInfo:
+        """``info`` at the newest of its versions the server serves (one discovery GET per
+        group). A required group that serves none of them is a ``ViewError``."""
+        if not info.older and not info.required:
+            return info
+        if self._warm(info.kind, None) is not None:
+            return info  # the watch cache found the served version itself
+        with self._lock:
+            known = self._group_versions.get(info.group)
+        if known is None:
+            op = Op("get", "APIGroup", info.group, "", None, namespaced=False)
+            resp = self.transport.get(op, f"/apis/{info.group}", accept=(404,))
+            known = []
+            if resp.status != 404:
+                doc = self.transport.decode(op, resp.data)
+                known = [str(v.get("version")) for v in doc.get("versions") or []
+                         if isinstance(v, dict)]
+            with self._lock:
+                self._group_versions[info.group] = known
+        version = next((v for v in info.versions if v in known), None)
+        if version is None:
+            if info.required:
+                raise ViewError(
+                    f"{info.kind}: the API server serves none of {info.group} "
+                    f"{', '.join(info.versions)} (Dynamic Resource Allocation needs "
+                    "Kubernetes 1.32 or later with the group enabled)", kind=info.kind)
+            return info
+        return info if version == info.version else info.at(version)
 
     def _log(self, namespace: str, pod: str, container: str, *, previous: bool) -> str:
         op = Op("get", "Pod", "", "pods/log", namespace, True, name=pod)
@@ -355,6 +394,7 @@ class LiveView:
 
         options.setdefault("timeout", self.transport.timeout)
         options.setdefault("retry", self.transport.retry)
+        options.setdefault("misfits", self.misfits)
         cache = WatchCache(self.api_client, tuple(kinds or DEFAULT_KINDS), **options)
         cache.start()
         self.cache = cache

@@ -45,15 +45,24 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.webhook import WebhookClient
 
 from bot.metrics import METRIC_COMMANDS
-from bot.slack import messages
+from bot.slack import messages, scope
 from bot.slack.access import AccessPolicy, RateLimiter, Refusal
 from bot.slack.approvals import ACTIONS_OFF, Approvals
 from bot.slack.approvals import HELP as APPROVAL_HELP
-from bot.slack.blocks import Changes, Message, Rendered, Renderer, diff_codes
+from bot.slack.blocks import (
+    MESSAGE_TEXT,
+    Changes,
+    Message,
+    Rendered,
+    Renderer,
+    cut_mrkdwn,
+    diff_codes,
+)
 from bot.slack.commands import ROUTES, Command, CommandError, parse, parse_args
 from bot.slack.commands import run as run_command
 from bot.slack.config import Settings
 from bot.slack.dedupe import Dedupe
+from bot.slack.frontdoor import MAX_TEXT as MAX_COMMAND_TEXT
 from bot.slack.mentions import Mentions
 from bot.slack.metrics import Metrics
 from bot.slack.mrkdwn import code
@@ -307,6 +316,15 @@ class SlackBot:
         ``reply(text=..., blocks=...)`` answers the asker privately at once; hints show
         commands as ``prefix`` (default: the slash command) would take them."""
         slash = prefix or self.settings.command
+        refused = self._limit(req.user, "unknown")  # before parsing: parsing is the cost
+        if refused:
+            reply(text=refused)
+            return
+        if len(text) > MAX_COMMAND_TEXT:  # a mention; /slack/events refuses these earlier
+            self.metrics.count("unknown", "usage_error")
+            reply(text=f"That command is {len(text):,} characters long; gpubot reads at most "
+                       f"{MAX_COMMAND_TEXT:,}.")
+            return
         if Approvals.handles(text):  # only a mention gets here: actions need the slash path
             asked = f"{self.settings.command} {' '.join(text.split()[:2])}"
             reply(text=f":point_right: Actions are asked for with the slash command: "
@@ -323,10 +341,6 @@ class SlackBot:
             self.metrics.count("help", "help")
             msg = self.help_message(cmd.target, req, slash)
             reply(text=msg["text"], blocks=msg["blocks"])
-            return
-        refused = self._limit(req.user, cmd.name)
-        if refused:
-            reply(text=refused)
             return
         try:
             resolved = self.policy.resolve(cmd, req.channel, req.channel_name, req.user)
@@ -434,9 +448,10 @@ class SlackBot:
     def _submit(self, cmd: Command, req: Request, before: list[str] | None = None) -> Any:
         line = cmd.line()
         ran: list[float] = []
+        allowed = self.policy.allowed(req.channel, req.channel_name)
 
         def work(deadline: Deadline) -> Diagnosis:
-            diag = self.diagnose(cmd, deadline)
+            diag = self.diagnose(cmd, deadline, allowed)
             ran.append(deadline.elapsed())
             return diag
 
@@ -456,7 +471,7 @@ class SlackBot:
             if isinstance(err, GpubotError):
                 self.metrics.count(cmd.name, "not_found" if type(err).__name__ ==
                                    "TargetNotFound" else "usage_error")
-                self._respond(req, messages.failed(line, str(err)))
+                self._respond(req, messages.failed(line, scope.error_text(err, allowed)))
             else:
                 self.metrics.count(cmd.name, "error")
                 self._respond(req, messages.internal_error(line))
@@ -476,11 +491,13 @@ class SlackBot:
             with self._lock:
                 self._rechecking.discard((req.channel, req.card_ts))
 
-    def diagnose(self, cmd: Command, deadline: Deadline) -> Diagnosis:
+    def diagnose(self, cmd: Command, deadline: Deadline,
+                 allowed: frozenset[str] | None = None) -> Diagnosis:
+        """``allowed``: the namespaces the asking channel may query (None: all)."""
         view = GuardedView(self.view, deadline)
         metrics = self.prometheus if cmd.name in METRIC_COMMANDS else None
         diag = run_command(Reader(view, metrics=metrics), cmd)
-        for problem in view.problems:
+        for problem in scope.visible_problems(view.problems, allowed):
             line = f"not read: {problem}"
             if line not in diag.unchecked:
                 diag.unchecked.append(line)
@@ -611,6 +628,7 @@ class SlackBot:
     def _respond(self, req: Request, text: str,
                  blocks: Sequence[dict[str, Any]] | None = None) -> None:
         """An ephemeral message to the asker via the response_url (retried on 429)."""
+        text = cut_mrkdwn(text, MESSAGE_TEXT)  # whatever the user's arguments were
         if not req.response_url:
             with contextlib.suppress(SlackApiError):
                 self._call("chat_postEphemeral", channel=req.channel, user=req.user, text=text,

@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from handlers.errors import GpubotError
+from handlers.view import ViewError
+
 log = logging.getLogger("gpubot.slack.pool")
 
 
@@ -254,7 +257,12 @@ class DiagnosisPool:
         if timed_out_inside:
             self._notify(job, job.on_timeout, job.deadline)
         elif error is not None:
-            log.error("%s failed", job.name, exc_info=error)
+            if isinstance(error, GpubotError):  # not found, usage: the user's, not ours
+                log.info("%s: %s", job.name, error)
+            elif isinstance(error, ViewError):
+                log.warning("%s: %s", job.name, error)
+            else:
+                log.error("%s failed", job.name, exc_info=error)
             self._notify(job, job.on_error, error)
         else:
             self._call(job, job.deliver, result)  # in the worker: deliveries keep order

@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from waitress import wasyncore
-from waitress.server import create_server
 
 from bot.slack.app import SlackBot
+from bot.slack.frontdoor import MAX_BODY, FrontDoor, GuardedServer
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIEnvironment
@@ -35,7 +35,6 @@ log = logging.getLogger("gpubot.server")
 
 EVENTS_PATH = "/slack/events"
 ALERTS_PATH = "/alertmanager"  # bot/alerts/receiver.py, when GPUBOT_ALERT_TOKEN is set
-MAX_BODY = 1 << 20  # Slack payloads are a few KB
 LOOP_TIMEOUT = 0.5  # seconds; bounds how long stop() waits if the wake-up pipe is gone
 
 
@@ -48,7 +47,9 @@ class WSGIApp:
         if bot.settings.mode == "http":
             from slack_bolt.adapter.wsgi import SlackRequestHandler
 
-            self.slack = SlackRequestHandler(bot.app, path=EVENTS_PATH)
+            self.slack = FrontDoor(SlackRequestHandler(bot.app, path=EVENTS_PATH),
+                                   bot.settings.signing_secret or "",
+                                   command=bot.settings.command, max_body=MAX_BODY)
 
     def __call__(self, environ: WSGIEnvironment,
                  start_response: StartResponse) -> Iterable[bytes]:
@@ -100,7 +101,7 @@ class BotServer:
                  threads: int | None = None) -> None:
         self.bot = bot
         s = bot.settings
-        self.server: Any = create_server(
+        self.server: Any = GuardedServer(
             WSGIApp(bot), host=host or s.host, port=port if port is not None else s.port,
             threads=threads or s.http_threads, ident="gpubot", max_request_body_size=MAX_BODY,
             channel_timeout=30, clear_untrusted_proxy_headers=True,

@@ -102,6 +102,13 @@ def _slow_docs(data: bytes, start: int, end: int) -> Iterator[JsonDoc | JsonFail
             yield _failure(text, pos, err, first_line)
             pos = _next_doc_start(text, max(err.pos, pos + 1))
             continue
+        except (ValueError, RecursionError) as err:  # a 4,301-digit int; nesting
+            line = first_line + text.count("\n", 0, pos)
+            why = "nested too deep" if isinstance(err, RecursionError) else (
+                "a number too long to read" if "digits" in str(err) else str(err)[:200])
+            yield JsonFailure(line, 1, why, False, _recovered(text, pos))
+            pos = _next_doc_start(text, pos + 1)
+            continue
         yield JsonDoc(value)
         pos = _skip(text, pos)
 
@@ -113,14 +120,18 @@ def _next_doc_start(text: str, pos: int) -> int:
 
 def _failure(text: str, doc_start: int, err: json.JSONDecodeError, first_line: int) -> JsonFailure:
     truncated = err.msg.startswith("Unterminated string") or not text[err.pos :].strip()
-    recovered = recover_list(text, doc_start)
     return JsonFailure(
         line=first_line + err.lineno - 1,
         column=err.colno,
         message=err.msg,
         truncated=truncated,
-        recovered=recovered if recovered and "items" in recovered else None,
+        recovered=_recovered(text, doc_start),
     )
+
+
+def _recovered(text: str, doc_start: int) -> dict[str, Any] | None:
+    recovered = recover_list(text, doc_start)
+    return recovered if recovered and "items" in recovered else None
 
 
 def recover_list(text: str, pos: int) -> dict[str, Any] | None:
@@ -141,7 +152,7 @@ def recover_list(text: str, pos: int) -> dict[str, Any] | None:
             else:
                 out[key], pos = _DECODER.raw_decode(text, pos)
             pos = _expect(text, pos, ",")
-    except (ValueError, IndexError):
+    except (ValueError, IndexError, RecursionError):
         return out
 
 
@@ -156,7 +167,7 @@ def _recover_items(text: str, pos: int, items: list[Any]) -> int:
     while True:
         try:
             item, pos = _DECODER.raw_decode(text, pos)
-        except ValueError:
+        except (ValueError, RecursionError):
             if next_item is None or (found := text.find(next_item, pos + 1)) < 0:
                 raise
             pos = found + len(next_item) - 1

@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from handlers.kube.shape import misfit
 from handlers.view import CLUSTER_SCOPED, Obj
 
 from . import jsonparse, yamlparse
+from .files import NotAFile, kernel_path, read_file
 from .logs import LogStore, find_start, read_block, unclosed
 from .model import DUMP_NAMESPACE_FILES, FILE_KINDS, USED_KINDS, LoadProblem, SnapshotError
 from .view import SnapshotView
@@ -60,6 +62,9 @@ def load_snapshot(path: str | Path, *, stdin: BinaryIO | None = None,
         root = Path(path)
         if not root.exists():
             raise SnapshotError(f"snapshot {path}: no such file or directory" + _near(root))
+        kernel = kernel_path(str(root))
+        if kernel:
+            raise SnapshotError(f"snapshot {path}: {kernel}")
         with _no_cyclic_gc():
             if root.is_dir():
                 loader.load_dir(root)
@@ -179,7 +184,10 @@ class _Loader:
         if path.name.endswith(_DOC_SUFFIXES):
             return
         try:
-            data = path.read_bytes()
+            data = read_file(str(path))
+        except NotAFile as err:
+            self._problem(str(path), None, f"cannot read: {err}")
+            return
         except OSError as err:
             self._problem(str(path), None, f"cannot read: {err.strerror}")
             return
@@ -293,12 +301,15 @@ class _Loader:
             where = f"document {ctx.documents}"
             if isinstance(doc, yamlparse.YamlDoc):
                 self._add_document(ctx, doc.value, where)
-            else:
-                self._problem(
-                    ctx.path,
-                    f"line {doc.line}, column {doc.column}",
-                    f"invalid YAML in {where}: {doc.message}",
-                )
+                continue
+            message = f"invalid YAML in {where}: {doc.message}"
+            if doc.recovered is not None:
+                message += (f"; kept the {len(doc.recovered['items'])} complete list items "
+                            "it could read")
+            at = f"line {doc.line}, column {doc.column}" if doc.column else f"line {doc.line}"
+            self._problem(ctx.path, at, message)
+            if doc.recovered is not None:
+                self._add_document(ctx, doc.recovered, where)
 
     # -- documents and objects ---------------------------------------------------------------
 
@@ -353,6 +364,10 @@ class _Loader:
                 self._add_object(ctx, item, kind, api, where, number)  # the careful way
                 continue
             item["kind"] = kind
+            bad = misfit(item)
+            if bad is not None:
+                self._misfit(ctx, item, bad, _at(where, number))
+                continue
             if api and "apiVersion" not in item:
                 item["apiVersion"] = api
             if namespace and not meta.get("namespace"):
@@ -387,6 +402,10 @@ class _Loader:
             return
         if "kind" not in obj or not obj["kind"]:
             obj["kind"] = kind
+        bad = misfit(obj)
+        if bad is not None:
+            self._misfit(ctx, obj, bad, _at(where, item))
+            return
         if api and "apiVersion" not in obj:
             obj["apiVersion"] = api
         if kind not in CLUSTER_SCOPED and not meta.get("namespace"):
@@ -401,6 +420,16 @@ class _Loader:
     @staticmethod
     def _shape_problem(ctx: _FileContext, where: str, message: str) -> None:
         ctx.shape_problems.append(LoadProblem(ctx.path, where, message))
+
+    @staticmethod
+    def _misfit(ctx: _FileContext, obj: Obj, field: str, where: str) -> None:
+        """An object with a field handlers cannot read: skipped, and said so."""
+        meta = obj["metadata"]
+        ns = meta.get("namespace")
+        name = f"{ns}/{meta['name']}" if isinstance(ns, str) and ns else meta["name"]
+        ctx.shape_problems.append(
+            LoadProblem(ctx.path, where, f"{obj['kind']} {name}: {field}; skipped",
+                        namespace=ns if isinstance(ns, str) else None))
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:

@@ -12,6 +12,7 @@ from typing import Any
 
 from handlers.view import Obj
 
+from . import files
 from .model import LoadProblem
 
 START_RE = re.compile(
@@ -151,8 +152,10 @@ class LogStore:
 
     def read_file(self, path: str, namespace: str, pod: str) -> None:
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data = files.read_file(path)
+        except files.NotAFile as err:
+            self.problems.append(LoadProblem(path, None, f"cannot read: {err}"))
+            return
         except OSError as err:
             self.problems.append(LoadProblem(path, None, f"cannot read: {err.strerror}"))
             return

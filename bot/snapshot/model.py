@@ -18,6 +18,9 @@ class LoadProblem:
     path: str
     where: str | None
     message: str
+    # The namespace of the object it is about, if one: a channel restricted to other
+    # namespaces is not told about it.
+    namespace: str | None = None
 
     def __str__(self) -> str:
         loc = f"{self.path} ({self.where})" if self.where else self.path
@@ -52,6 +55,17 @@ USED_KINDS = frozenset(
         "PersistentVolumeClaim",
         "PodGroup",
         "Workload",
+        "ClusterQueue",
+        "LocalQueue",
+        "ResourceFlavor",
+        "Queue",
+        "JobSet",
+        "RayJob",
+        "PyTorchJob",
+        "DeviceClass",
+        "ResourceSlice",
+        "ResourceClaim",
+        "ResourceClaimTemplate",
         "ClusterPolicy",
         "NodeFeature",
     }
@@ -80,6 +94,17 @@ FILE_KINDS = {
     "persistentvolumeclaims": "PersistentVolumeClaim",
     "podgroups": "PodGroup",
     "workloads": "Workload",
+    "clusterqueues": "ClusterQueue",
+    "localqueues": "LocalQueue",
+    "resourceflavors": "ResourceFlavor",
+    "queues": "Queue",
+    "jobsets": "JobSet",
+    "rayjobs": "RayJob",
+    "pytorchjobs": "PyTorchJob",
+    "deviceclasses": "DeviceClass",
+    "resourceslices": "ResourceSlice",
+    "resourceclaims": "ResourceClaim",
+    "resourceclaimtemplates": "ResourceClaimTemplate",
     "clusterpolicies": "ClusterPolicy",
     "nodefeatures": "NodeFeature",
     "services": "Service",

@@ -39,6 +39,15 @@ MUST_BE_CAPTURED = {
     "PriorityClass": "priorityclasses",
     "ConfigMap": "configmaps",
     "ControllerRevision": "controllerrevisions",
+    # A claim's verdict rests on what is absent (no slice, no free device): Dynamic
+    # Resource Allocation objects and Kueue queues must have been captured to be judged.
+    "DeviceClass": "deviceclasses",
+    "ResourceSlice": "resourceslices",
+    "ResourceClaim": "resourceclaims",
+    "ResourceClaimTemplate": "resourceclaimtemplates",
+    "ClusterQueue": "clusterqueues",
+    "LocalQueue": "localqueues",
+    "ResourceFlavor": "resourceflavors",
 }
 
 

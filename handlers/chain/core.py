@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from handlers import dra
 from handlers.chain.daemonsets import (
     DsIssue,
     ds_label,
@@ -36,6 +37,7 @@ from handlers.chain.pods import IMAGE_PULL, pod_state
 from handlers.chain.sharing import find_sharing_config
 from handlers.gpu import (
     advertises_gpus,
+    dra_component,
     has_gpu_labels,
     name_of,
     nfd_pci_nvidia,
@@ -209,6 +211,9 @@ def check_chain(reader: Reader, nodes: list[Obj] | None = None) -> ChainReport:
         scope = list(nodes)
     plugin_nodes = inv.plugin_nodes
     ctx = ChainContext(reader, inv, inv.now)
+    if any(dra_component(p) == "kubelet-plugin" for pods in inv.plugin_pods.values()
+           for p in pods):
+        ctx.dra_devices = {n: c["published"] for n, c in dra.node_counts(reader).items()}
     checks: list[str] = []
     findings: list[Finding] = []
     findings += _ds_findings(ctx, scope, checks)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from handlers.chain.placement import template_spec
-from handlers.gpu import labels, name_of, ns_of
+from handlers.gpu import dra_component, labels, name_of, ns_of
 from handlers.model import ObjectRef, Severity
 from handlers.view import Reader
 
@@ -94,6 +94,9 @@ def privilege_issue(ds: Obj) -> DsIssue | None:
     PASS_DEVICE_SPECS (compatWithCPUManager); SYS_ADMIN or privileged for MIG strategies
     and the volume-mounts device list strategy.
     """
+    tmpl = (ds.get("spec") or {}).get("template") or {}
+    if "kubelet-plugin" in (dra_component(tmpl), dra_component(ds)):
+        return None  # a DRA kubelet plugin registers under /var/lib/kubelet/plugins instead
     spec = template_spec(ds)
     host_vols = {v.get("name"): str((v.get("hostPath") or {}).get("path", "")).rstrip("/")
                  for v in spec.get("volumes") or [] if v.get("hostPath")}

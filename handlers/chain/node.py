@@ -52,6 +52,7 @@ from handlers.codes import code_rank
 from handlers.gpu import (
     GPU_RESOURCE,
     cuda_version,
+    dra_component,
     driver_version,
     gpu_meant_by,
     gpu_resources,
@@ -106,6 +107,9 @@ class ChainContext:
     sharing: SharingConfig | None = None
     ds_issues: dict[tuple[str, str], list[DsIssue]] = field(default_factory=dict)
     unchecked: list[str] = field(default_factory=list)
+    # DRA GPU devices each node publishes in ResourceSlices (read only where a DRA kubelet
+    # plugin runs): such a node advertises its GPUs without nvidia.com/gpu.
+    dra_devices: dict[str, int] = field(default_factory=dict)
 
     @cached_property
     def setup(self) -> ClusterSetup:
@@ -139,7 +143,8 @@ class NodeRun:
         self.lab = labels(node)
         self.cap = gpu_resources(node, "capacity")
         self.alloc = gpu_resources(node, "allocatable")
-        self.advertised = any(v > 0 for v in self.cap.values())
+        self.dra = ctx.dra_devices.get(self.name, 0)
+        self.advertised = any(v > 0 for v in self.cap.values()) or self.dra > 0
         self.plugin_only = not self.advertised and not has_gpu_labels(node)
         self.f = Findings()
         self.passed: list[str] = []
@@ -407,6 +412,13 @@ class NodeRun:
             text = self.ctx.reader.logs(st.namespace, st.name, self.plugin_container(st))
             found = sourced(text, "log")
             causes = self.log_findings(st, found)
+            if not causes and dra_component(st.pod) == "kubelet-plugin":
+                ev = [f"pod {st.label} (DRA kubelet plugin) is Running and Ready",
+                      f"ResourceSlices with GPU devices for node {self.name}: none",
+                      *[f"pod {st.label} log: {ln}" for ln in last_lines(text, 3)]]
+                self.add("KUBELET_REGISTRATION_FAILED", ev, st=st,
+                         where=self._where(st, self.plugin_container(st) or ""))
+                causes = ["KUBELET_REGISTRATION_FAILED"]
             if not causes:
                 ready_since = next((c.get("lastTransitionTime") for c in
                                     (st.pod.get("status") or {}).get("conditions") or []

@@ -1,8 +1,9 @@
 """Queueing checks: who decides when the pod runs, besides node capacity.
 
 - SCHEDULER_NOT_FOUND: ``spec.schedulerName`` names a scheduler no running pod serves.
-- GANG_INCOMPLETE: a Volcano PodGroup cannot place ``minMember`` pods, or a Kueue Workload
-  is not admitted.
+- GANG_INCOMPLETE: a Volcano PodGroup cannot place ``minMember`` pods.
+- QUEUE_QUOTA_EXHAUSTED: a Volcano Queue is closed or full (``handlers.pending.volcano``).
+- QUEUE_QUOTA_EXHAUSTED: a Kueue Workload is not admitted (``handlers.pending.kueue``).
 - PREEMPTION_BLOCKED: the GPUs the pod needs are held by pods it may not preempt (higher
   priority), or its own ``preemptionPolicy: Never`` keeps it from evicting lower ones.
 - AUTOSCALER_NO_SCALE_UP: cluster-autoscaler / Karpenter said they will not add a node.
@@ -21,6 +22,7 @@ from handlers.gpu import labels, name_of, ns_of
 from handlers.kube.quantity import fmt_quantity
 from handlers.kube.resources import pod_requests
 from handlers.model import Finding, ObjectRef, Severity
+from handlers.pending import kueue, volcano
 from handlers.pending.context import PendingContext, main_gpu_request
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.scheduler.messages import parse_scheduling_message
@@ -33,7 +35,6 @@ SCHEDULER_POD_PREFIX = {"volcano": "volcano-scheduler", "yunikorn": "yunikorn-sc
                         "kai-scheduler": "kai-scheduler", "koord-scheduler": "koord-scheduler",
                         "stork": "stork-scheduler"}
 VOLCANO_GROUP_ANNOTATIONS = ("scheduling.k8s.io/group-name", "scheduling.volcano.sh/group-name")
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PREEMPT_NEVER = "Never"
 KARPENTER_RE = re.compile(r"incompatible with nodepool|exceed limits for nodepool|"
                           r"no instance type (?:satisfied|has enough|met)|"
@@ -117,7 +118,7 @@ def _pod_state(p: Obj) -> str:
 
 # ------------------------------------------------------------------------ gang
 def check_gang(ctx: PendingContext) -> list[Finding]:
-    return _volcano(ctx) + _kueue(ctx)
+    return _volcano(ctx) + volcano.check(ctx) + kueue.check(ctx)
 
 
 def _volcano(ctx: PendingContext) -> list[Finding]:
@@ -137,6 +138,8 @@ def _volcano(ctx: PendingContext) -> list[Finding]:
                if c.get("type") == "Unschedulable" and c.get("status") == "True"]
     pg_events = [e for e in ctx.reader.events("PodGroup", group, ctx.namespace)
                  if e.get("reason") == "Unschedulable"]
+    if any(volcano.is_queue_refusal(str(x.get("message", ""))) for x in unsched + pg_events):
+        return []  # the queue holds it back, not the gang: volcano.check says why
     members = [p for p in ctx.reader.list("Pod", ctx.namespace)
                if any(((p.get("metadata") or {}).get("annotations") or {}).get(a) == group
                       for a in VOLCANO_GROUP_ANNOTATIONS)]
@@ -186,52 +189,6 @@ def _room(ctx: PendingContext, member: Obj) -> tuple[int, list[str]]:
     if gres and lines:
         lines.insert(0, f"each member asks {fmt_quantity(gneed)} {gres}")
     return total, lines[:8]
-
-
-def _kueue(ctx: PendingContext) -> list[Finding]:
-    owners = [ctx.controller] if ctx.controller is not None else []
-    queue = labels(ctx.pod).get(KUEUE_QUEUE_LABEL) or next(
-        (labels(o).get(KUEUE_QUEUE_LABEL) for o in owners if labels(o).get(KUEUE_QUEUE_LABEL)),
-        None)
-    if not queue:
-        return []
-    wanted = {(o.get("kind"), name_of(o)) for o in owners}
-    uids = {(o.get("metadata") or {}).get("uid") for o in owners} - {None}
-    if ctx.pod_exists:
-        wanted.add(("Pod", ctx.pod_name))
-        for ref in (ctx.pod.get("metadata") or {}).get("ownerReferences") or []:
-            wanted.add((ref.get("kind"), ref.get("name")))
-    wls = [w for w in ctx.reader.list("Workload", ctx.namespace)
-           if any((r.get("kind"), r.get("name")) in wanted or r.get("uid") in uids
-                  for r in (w.get("metadata") or {}).get("ownerReferences") or [])]
-    out = []
-    for wl in wls:
-        conds = {c.get("type"): c for c in (wl.get("status") or {}).get("conditions") or []}
-        if (conds.get("Admitted") or {}).get("status") == "True":
-            continue
-        wl_queue = (wl.get("spec") or {}).get("queueName", queue)
-        evidence = [f"Workload {name_of(wl)}: queue {wl_queue}, not admitted"]
-        for t in ("QuotaReserved", "Admitted", "Evicted", "PodsReady"):
-            c = conds.get(t)
-            if c and c.get("message"):
-                evidence.append(f"condition {t}={c.get('status')} ({c.get('reason', '')}): "
-                                f"{c.get('message')}")
-        if ctx.controller is not None and (ctx.controller.get("spec") or {}).get("suspend"):
-            evidence.append(f"{ctx.controller.get('kind')} {name_of(ctx.controller)}: "
-                            "spec.suspend: true (Kueue releases it on admission)")
-        wl_events = ctx.reader.events("Workload", name_of(wl), ctx.namespace)
-        if wl_events and len(evidence) < 3:
-            evidence.append(f"event {wl_events[-1].get('reason')}: {wl_events[-1].get('message')}")
-        reason = (conds.get("QuotaReserved") or {}).get("message") or "no quota reserved yet"
-        out.append(Finding(
-            "GANG_INCOMPLETE", Severity.CRITICAL,
-            f"Kueue has not admitted workload {name_of(wl)} from queue {queue}: {reason}",
-            (_ref(ctx), ObjectRef("Workload", name_of(wl), ctx.namespace)), tuple(evidence),
-            f"kubectl -n {ctx.namespace} describe workload {name_of(wl)}; free quota in its "
-            "ClusterQueue (finish or delete an admitted workload) or raise its nominalQuota: "
-            "kubectl edit clusterqueue <name>",
-        ))
-    return out
 
 
 # ------------------------------------------------------------------------ preemption

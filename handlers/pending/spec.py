@@ -10,6 +10,7 @@ import difflib
 import re
 from collections.abc import Iterable, Iterator
 
+from handlers.dra import uses_claims
 from handlers.gpu import (
     GPU_RESOURCE,
     MIG_CONFIG_STATE_LABEL,
@@ -234,8 +235,9 @@ def _explained_by_nodes(ctx: PendingContext, resource: str) -> bool:
 
 
 def check_gpu_not_requested(ctx: PendingContext) -> list[Finding]:
-    """GPU_NOT_REQUESTED: a CUDA workload (image or log line) that asks for no GPU."""
-    if requested_gpu_resources(ctx.pod):
+    """GPU_NOT_REQUESTED: a CUDA workload (image or log line) that asks for no GPU.
+    A pod with DRA claims asks for its devices through them: never this."""
+    if requested_gpu_resources(ctx.pod) or uses_claims(ctx.pod):
         return []
     proof: list[str] = []
     for c in containers(ctx.pod):

@@ -6,7 +6,12 @@
     fk.faults.forbid("pods", verb="list", namespace="ml-team")
     fk.faults.throttle("nodes", retry_after=1, times=1)      # 429 + Retry-After
     fk.faults.drop("pods", verb="list")                      # close the socket, no response
+    fk.faults.answer("pods", Raw(200, b"{...}", {"Content-Encoding": "gzip"}))  # a lie
     fk.faults.clear()
+
+``answer`` sends its ``Raw`` response instead of the real one, then hangs up: a server
+that lies about the encoding or the length, trickles its body (``trickle`` seconds
+between bytes), or answers a list that never ends. ``misbehaving`` builds the usual ones.
 
 Matching: ``resource`` is the plural, ``"pods/log"`` for a subresource, optionally
 group-qualified (``"daemonsets.apps"``); None matches every request, discovery included.
@@ -17,7 +22,9 @@ disarms after that many hits. Latency adds up with the other faults.
 
 from __future__ import annotations
 
+import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import status as st
@@ -47,8 +54,46 @@ class RequestInfo:
 
 
 @dataclass
+class Raw:
+    """A response sent as is. ``body`` may be a function of the hit count (a fresh
+    continue token each page); ``length`` overrides the Content-Length sent."""
+
+    status: int
+    body: bytes | Callable[[int], bytes]
+    headers: dict[str, str] = field(default_factory=dict)
+    trickle: float = 0.0
+    length: int | None = None
+
+    def bytes_for(self, hit: int) -> bytes:
+        return self.body(hit) if callable(self.body) else self.body
+
+
+def misbehaving(how: str) -> Raw:
+    """The misbehaving answers of a list that tests use by name."""
+    def page(items: object, token: str = "") -> bytes:
+        return json.dumps({"kind": "List", "apiVersion": "v1", "items": items,
+                           "metadata": {"continue": token} if token else {}}).encode()
+
+    return {
+        "gzip-lie": Raw(200, page([]), {"Content-Encoding": "gzip"}),
+        "length-lie": Raw(200, page([]), length=len(page([])) + 1000),
+        "huge-length": Raw(200, b"{}", length=10 << 30),
+        "items-not-list": Raw(200, page("abc")),
+        "items-wrong-type": Raw(200, page([
+            1, "x", None, {"metadata": "x"}, {"metadata": {"name": 5}},
+            {"metadata": {"name": "bad-spec", "namespace": "default"},
+             "spec": {"containers": "abc"}},
+            {"metadata": {"name": "fine", "namespace": "default"}, "spec": {"containers": []}},
+        ])),
+        "same-token": Raw(200, page([], "again")),
+        "endless-tokens": Raw(200, lambda hit: page([], f"token-{hit}")),
+        "trickle": Raw(200, page([]), trickle=0.2),
+    }[how]
+
+
+@dataclass
 class Fault:
-    action: str  # latency | error | forbid | throttle | drop
+    action: str  # latency | error | forbid | throttle | drop | answer
     resource: str | None = None
     verb: str | None = None
     namespace: str | None = None
@@ -59,6 +104,7 @@ class Fault:
     message: str | None = None
     retry_after: int = 1
     user: str = DEFAULT_USER
+    raw: Raw | None = None
     hits: int = field(default=0)
 
     def matches(self, req: RequestInfo) -> bool:
@@ -137,6 +183,10 @@ class Faults:
     def drop(self, resource: str | None = None, *, verb: str | None = None,
              namespace: str | None = None, times: int | None = None) -> Fault:
         return self._add(Fault("drop", resource, verb, namespace, times=times))
+
+    def answer(self, resource: str | None, raw: Raw, *, verb: str | None = None,
+               namespace: str | None = None, times: int | None = None) -> Fault:
+        return self._add(Fault("answer", resource, verb, namespace, times=times, raw=raw))
 
     def remove(self, fault: Fault) -> None:
         with self._lock:

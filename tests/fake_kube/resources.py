@@ -150,7 +150,36 @@ BUILTIN: tuple[ResourceType, ...] = (
        ("wl",), ("kueue",), builtin=False),
     _R("nvidia.com", "v1", "clusterpolicies", "clusterpolicy", "ClusterPolicy", False,
        builtin=False),
+    _R("kueue.x-k8s.io", "v1beta1", "clusterqueues", "clusterqueue", "ClusterQueue", False,
+       ("cq",), ("kueue",), builtin=False),
+    _R("kueue.x-k8s.io", "v1beta1", "localqueues", "localqueue", "LocalQueue", True,
+       ("queue", "queues", "lq"), ("kueue",), builtin=False),
+    _R("kueue.x-k8s.io", "v1beta1", "resourceflavors", "resourceflavor", "ResourceFlavor",
+       False, ("flavor", "flavors", "rf"), ("kueue",), builtin=False),
+    _R("scheduling.volcano.sh", "v1beta1", "queues", "queue", "Queue", False,
+       ("q", "queue-v1beta1"), builtin=False),
+    _R("jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset", "JobSet", True, builtin=False),
+    _R("ray.io", "v1", "rayjobs", "rayjob", "RayJob", True, builtin=False),
+    _R("kubeflow.org", "v1", "pytorchjobs", "pytorchjob", "PyTorchJob", True, builtin=False),
 )
+# Dynamic Resource Allocation, served at one version of resource.k8s.io: the version the
+# snapshot's objects carry (v1beta1 on 1.32, v1beta2 on 1.33, v1 from 1.34; see seed.py).
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSIONS = ("v1", "v1beta2", "v1beta1")
+
+
+def dra_types(version: str) -> tuple[ResourceType, ...]:
+    return (
+        _R(DRA_GROUP, version, "deviceclasses", "deviceclass", "DeviceClass", False,
+           status_subresource=False),
+        _R(DRA_GROUP, version, "resourceslices", "resourceslice", "ResourceSlice", False,
+           status_subresource=False),
+        _R(DRA_GROUP, version, "resourceclaims", "resourceclaim", "ResourceClaim", True),
+        _R(DRA_GROUP, version, "resourceclaimtemplates", "resourceclaimtemplate",
+           "ResourceClaimTemplate", True, status_subresource=False),
+    )
+
+
 # Served only when asked for (``FakeKube(extra_kinds=["NodeFeature"])``): by default these
 # CRDs are "not installed".
 OPTIONAL: tuple[ResourceType, ...] = (
@@ -159,12 +188,13 @@ OPTIONAL: tuple[ResourceType, ...] = (
 )
 
 # The order /apis lists groups in (the apiserver's group priority, CRD groups last).
-GROUP_ORDER = ("apps", "events.k8s.io", "batch", "scheduling.k8s.io", "node.k8s.io")
+GROUP_ORDER = ("apps", "events.k8s.io", "batch", "scheduling.k8s.io", "node.k8s.io",
+               "resource.k8s.io")
 
 
 @dataclass
 class Registry:
-    types: list[ResourceType] = field(default_factory=lambda: list(BUILTIN))
+    types: list[ResourceType] = field(default_factory=lambda: [*BUILTIN, *dra_types("v1")])
 
     def __post_init__(self) -> None:
         self._by_path: dict[tuple[str, str, str], ResourceType] = {}
@@ -185,9 +215,16 @@ class Registry:
         self.types.append(rtype)
         self._index()
 
+    def serve_dra(self, version: str) -> None:
+        """Serve resource.k8s.io at ``version`` only."""
+        self.types = [t for t in self.types if t.group != DRA_GROUP] + list(dra_types(version))
+        self._index()
+
     def remove(self, kind: str) -> None:
-        """Serve no resource of this kind (a CRD that is not installed)."""
-        self.types = [t for t in self.types if t.kind != kind]
+        """Serve no resource of this kind (a CRD that is not installed). A project installs
+        its CRDs together: the other custom resources of its group go too."""
+        gone = {t.group for t in self.types if t.kind == kind and not t.builtin}
+        self.types = [t for t in self.types if t.kind != kind and t.group not in gone]
         self._index()
 
     def lookup(self, group: str, version: str, plural: str) -> ResourceType | None:

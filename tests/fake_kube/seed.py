@@ -8,7 +8,7 @@ from pathlib import Path
 
 from handlers.view import ClusterView, ViewError
 
-from .resources import Registry
+from .resources import DRA_GROUP, DRA_VERSIONS, Registry
 from .store import Obj
 
 LogSource = Callable[[str, str, str], str | None]
@@ -26,8 +26,13 @@ def snapshot_objects(path: str | Path,
     from bot.snapshot.view import MUST_BE_CAPTURED
 
     view = load_snapshot(path)
+    registry = registry or Registry()
+    version = _dra_version(view)
+    # Unless the test made the cluster serve no DRA at all (absent_kinds).
+    if version is not None and any(t.group == DRA_GROUP for t in registry.types):
+        registry.serve_dra(version)
     objs: list[Obj] = []
-    for rt in (registry or Registry()).storages():
+    for rt in registry.storages():
         if rt.kind not in view.kinds:
             continue
         try:
@@ -42,6 +47,20 @@ def snapshot_objects(path: str | Path,
     uncaptured = [plural for kind, plural in MUST_BE_CAPTURED.items() if kind not in view.kinds]
     return (objs, lambda ns, pod, container: texts.get((ns, pod, container)), view.now(),
             uncaptured)
+
+
+def _dra_version(view: ClusterView) -> str | None:
+    """The resource.k8s.io version the snapshot's DRA objects were read at."""
+    for kind in ("ResourceClaim", "ResourceSlice", "DeviceClass", "ResourceClaimTemplate"):
+        try:
+            found = view.list(kind)
+        except ViewError:
+            continue
+        for obj in found:
+            group, _, version = str(obj.get("apiVersion") or "").partition("/")
+            if group == DRA_GROUP and version in DRA_VERSIONS:
+                return version
+    return None
 
 
 def _container_logs(view: ClusterView, pods: Iterable[Obj]) -> dict[tuple[str, str, str], str]:

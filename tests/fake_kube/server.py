@@ -35,7 +35,7 @@ from handlers.kube.selectors import parse_field_selector
 from . import status as st
 from . import tables
 from .controllers import DaemonSetController, PodTermination, Timers
-from .faults import DEFAULT_USER, Faults, RequestInfo
+from .faults import DEFAULT_USER, Faults, Raw, RequestInfo
 from .requestlog import RequestLog, RequestRecord
 from .resources import OPTIONAL, Registry, ResourceType
 from .routing import TRUE, Route, route
@@ -249,7 +249,26 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if verdict.fault.action == "drop":
             raise _Dropped()
+        if verdict.fault.raw is not None:
+            self._send_raw(verdict.fault.raw, verdict.fault.hits)
+            raise _Dropped()  # hang up: what was sent may lie about its length
         raise verdict.fault.error(info)
+
+    def _send_raw(self, raw: Raw, hit: int) -> None:
+        body = raw.bytes_for(hit)
+        self._log_request(raw.status)
+        self.send_response(raw.status)
+        self.send_header("Content-Type", JSON)
+        self.send_header("Content-Length", str(len(body) if raw.length is None else raw.length))
+        for k, v in raw.headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if not raw.trickle:
+            self.wfile.write(body)
+            return
+        for i in range(len(body)):
+            self.wfile.write(body[i:i + 1])
+            time.sleep(raw.trickle)
 
     def _non_resource(self, fake: FakeKube, path: str) -> None:
         reg = fake.registry
