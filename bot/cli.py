@@ -14,7 +14,7 @@ import gc
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, BinaryIO, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
 from bot.durations import parse_duration
 from bot.progress import Progress
@@ -23,6 +23,9 @@ from bot.version import version
 from handlers.errors import GpubotError, TargetNotFound
 from handlers.model import Diagnosis, Severity
 from handlers.view import ClusterView, Reader, ViewError
+
+if TYPE_CHECKING:
+    from bot.metrics.prometheus import PrometheusMetrics
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_FINDINGS = 0, 1, 2, 3
 OUTPUTS = ("text", "wide", "json", "yaml")
@@ -107,6 +110,9 @@ def add_global_flags(p: argparse.ArgumentParser, *, here: bool) -> None:
              "pending and quota: only this namespace (default: all)")
     add("--timeout", metavar="DURATION", type=_duration, default=10.0,
         help="timeout of each API request: 5s, 1m, 1m30s (default 10s)")
+    add("--prometheus", metavar="URL",
+        help="Prometheus for Xid errors, idle GPUs and allocation in why-pending, doctor and "
+             "nodes (default: $GPUBOT_PROMETHEUS_URL; token: $GPUBOT_PROMETHEUS_TOKEN)")
     add("-o", "--output", choices=OUTPUTS, default="text",
         help="text for people (default), wide: text with more columns, json or yaml for tools")
     add("--color", choices=("auto", "always", "never"), default="auto",
@@ -226,10 +232,26 @@ def _target_namespace(args: argparse.Namespace, view: ClusterView) -> str | None
     return context_ns
 
 
-def _diagnose(args: argparse.Namespace, view: ClusterView) -> Diagnosis:
+def _metrics(args: argparse.Namespace, environ: Mapping[str, str]
+             ) -> PrometheusMetrics | None:
+    from bot.metrics import METRIC_COMMANDS
+    from bot.metrics.prometheus import prometheus_from_env
+    from handlers.runtime.source import MetricsError
+
+    if args.command not in METRIC_COMMANDS:
+        return None
+    try:
+        return prometheus_from_env(args.prometheus or environ.get("GPUBOT_PROMETHEUS_URL"),
+                                   environ)
+    except MetricsError as e:
+        raise _Usage(str(e)) from None
+
+
+def _diagnose(args: argparse.Namespace, view: ClusterView,
+              metrics: PrometheusMetrics | None = None) -> Diagnosis:
     from handlers import doctor, nodes, pending_all, quota, why_pending
 
-    reader = Reader(view)
+    reader = Reader(view, metrics=metrics)
     runners: dict[str, Callable[[], Diagnosis]] = {
         "why-pending": lambda: why_pending.run(reader, args.target,
                                                _target_namespace(args, view)),
@@ -287,7 +309,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     try:
         with progress:
             view = open_view(args, err, progress, stdin)
-            diag = _diagnose(args, view)
+            metrics = _metrics(args, environ)
+            try:
+                diag = _diagnose(args, view, metrics)
+            finally:
+                if metrics is not None:
+                    metrics.close()
     except (_Usage, UsageError, SelectorError) as e:
         err.write(f"gpubot: error: {e}\n")
         return EXIT_USAGE

@@ -24,10 +24,12 @@ from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, TextIO
 
+from handlers.errors import GpubotError
 from handlers.view import ClusterView, ViewError
 
 if TYPE_CHECKING:
     from bot.live.cache import WatchCache
+    from bot.slack.app import SlackBot
     from bot.slack.config import Settings
     from bot.slack.server import BotServer
 
@@ -118,6 +120,29 @@ def _warm_when_synced(view: ClusterView, cache: WatchCache) -> None:
     log.info("watch cache synced; %d GPU nodes warmed in %.1f s", n, time.monotonic() - started)
 
 
+def _metrics_and_alerts(bot: SlackBot, settings: Settings) -> None:
+    """Prometheus for the diagnoses and POST /alertmanager, when configured."""
+    from bot.alerts.service import open_alerts
+    from bot.metrics.prometheus import open_prometheus
+    from handlers.runtime.checks import duration_seconds
+    from handlers.runtime.source import MetricsError
+
+    if duration_seconds(settings.idle_window) is None:
+        raise GpubotError(f"GPUBOT_IDLE_WINDOW must be a PromQL duration such as 1h or 30m, "
+                          f"not {settings.idle_window!r}")
+    try:
+        bot.prometheus = open_prometheus(
+            settings.prometheus_url, {"GPUBOT_PROMETHEUS_TOKEN": settings.prometheus_token or "",
+                                      "GPUBOT_PROMETHEUS_PASSWORD":
+                                          settings.prometheus_password or ""},
+            timeout=settings.prometheus_timeout, username=settings.prometheus_user,
+            ca_file=settings.prometheus_ca_file, insecure=settings.prometheus_insecure,
+            idle_window=settings.idle_window, idle_threshold=settings.idle_threshold)
+    except MetricsError as e:
+        raise GpubotError(str(e)) from None
+    bot.alerts = open_alerts(bot, settings)
+
+
 def _logging(level: str, secrets: list[str], log_format: str = "text") -> None:
     from bot.slack import redact
 
@@ -163,6 +188,13 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
         err.write(f"gpubot: actions are off: {e}\n")
         approvals = None
     bot = SlackBot(settings, view, cluster_probe=probe, approvals=approvals)
+    try:
+        _metrics_and_alerts(bot, settings)
+    except GpubotError as e:
+        err.write(f"gpubot: {e}\n")
+        bot.close(0)
+        close_view()
+        return EXIT_USAGE
     try:
         server = BotServer(bot)
     except OSError as e:

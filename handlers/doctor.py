@@ -12,6 +12,7 @@ from handlers.chain import check_chain
 from handlers.chain.node import node_ready
 from handlers.errors import TargetNotFound, close_names
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
+from handlers.runtime import checks as runtime
 from handlers.view import Reader, names
 
 
@@ -47,6 +48,7 @@ def run(reader: Reader, node: str | None = None) -> Diagnosis:
     for check in report.checks:
         diag.check(check)
     diag.unchecked = list(dict.fromkeys(reader.unchecked + report.unchecked))
+    runtime.enrich(reader, diag, nodes=[c.node for c in report.nodes])
     diag.details["rows"] = [c.row for c in report.nodes]
     diag.details["passed"] = {c.node: c.passed for c in report.nodes}
     if not report.nodes:

@@ -24,6 +24,7 @@ from handlers.gpu import (
 from handlers.kube.resources import pod_requests
 from handlers.kube.taints import LIFECYCLE_TAINT_KEYS
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
+from handlers.runtime import checks as runtime
 from handlers.view import ACTIVE_PODS, Obj, Reader
 
 PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
@@ -175,5 +176,6 @@ def run(reader: Reader) -> Diagnosis:
         diag.details["totals"]["dra"] = {
             k: sum(c[k] for c in dra_counts.values()) for k in ("published", "allocated", "free")}
     diag.details["all_clear"] = False  # a ledger, not a check of the chain
+    runtime.enrich(reader, diag, idle=True, allocation=True)
     diag.unchecked.extend(reader.unchecked)
     return diag.finish()

@@ -14,7 +14,10 @@ from __future__ import annotations
 import builtins
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from handlers.runtime.source import MetricsSource
 
 from handlers.kube.shape import cut_long_lines
 
@@ -86,8 +89,9 @@ class Reader:
     same list twice) and turns a failed read into a "not checked" line instead of a crash.
     """
 
-    def __init__(self, view: ClusterView) -> None:
+    def __init__(self, view: ClusterView, metrics: MetricsSource | None = None) -> None:
         self.view = view
+        self.metrics = metrics  # Prometheus, when configured (handlers/runtime)
         self.unchecked: list[str] = []
         self._lists: dict[tuple[str, str | None, str | None, str | None], builtins.list[Obj]] = {}
         self._gets: dict[tuple[str, str, str | None], Obj | None] = {}

@@ -20,6 +20,7 @@ from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.pending import dra, fitsif, placement, queueing, quota, spec, started
 from handlers.pending.context import PendingContext
 from handlers.rollout import deployment_rollout
+from handlers.runtime import checks as runtime
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import Obj, Reader, ViewError
 
@@ -276,6 +277,9 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
                                   "GPU-stack cause in its events, status, log or node chain")
     else:
         p = _diagnose_unbound(ctx, diag)
+    bound = ctx.pod.get("spec", {}).get("nodeName")
+    runtime.enrich(reader, diag, nodes=[v.node for v in diag.nodes] or (
+        [bound] if bound else None), idle=True, namespace=ns)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
     diag.finish()
     _one_critical_per_cause(diag)

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from bot.slack.config import ENV, ConfigError, Settings, load_settings, parse_channel_map
+from bot.slack.config import (
+    ENV,
+    SECRET_ENV,
+    ConfigError,
+    Settings,
+    load_settings,
+    parse_channel_map,
+)
 
 ENV_OK = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
 
@@ -20,7 +27,7 @@ def test_defaults_run_socket_mode_without_a_config_file() -> None:
 
 
 def test_every_setting_has_an_environment_variable() -> None:
-    fields = set(Settings.__dataclass_fields__) - {"bot_token", "app_token", "signing_secret"}
+    fields = set(Settings.__dataclass_fields__) - set(SECRET_ENV)
     assert fields == set(ENV)
     env = {**ENV_OK, "GPUBOT_SLACK_MODE": "http", "SLACK_SIGNING_SECRET": "s3",
            "GPUBOT_PORT": "3000", "GPUBOT_DEADLINE": "12.5", "GPUBOT_WATCH": "false",

@@ -44,6 +44,7 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.webhook import WebhookClient
 
+from bot.metrics import METRIC_COMMANDS
 from bot.slack import messages, scope
 from bot.slack.access import AccessPolicy, RateLimiter, Refusal
 from bot.slack.approvals import ACTIONS_OFF, Approvals
@@ -173,6 +174,8 @@ class SlackBot:
         self._rechecking: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
         self.socket_handler: Any = None
+        self.alerts: Any = None  # bot.alerts.receiver.AlertReceiver (POST /alertmanager)
+        self.prometheus: Any = None  # handlers.runtime.source.MetricsSource, if configured
         self._auth: tuple[float, bool] | None = None
         self._cluster: tuple[float, bool] | None = None
         self.app = self._build_app()
@@ -217,9 +220,13 @@ class SlackBot:
                 self.socket_handler.close()
             except Exception:  # closing a dead socket must not stop the shutdown
                 log.debug("closing Socket Mode", exc_info=True)
+        if self.alerts is not None:
+            self.alerts.close(timeout)
         self.pool.shutdown(timeout)
         if self.approvals is not None:
             self.approvals.close()
+        if self.prometheus is not None and hasattr(self.prometheus, "close"):
+            self.prometheus.close()
         self.io.shutdown(wait=True)
         self.listener_executor.shutdown(wait=False)
 
@@ -488,7 +495,8 @@ class SlackBot:
                  allowed: frozenset[str] | None = None) -> Diagnosis:
         """``allowed``: the namespaces the asking channel may query (None: all)."""
         view = GuardedView(self.view, deadline)
-        diag = run_command(Reader(view), cmd)
+        metrics = self.prometheus if cmd.name in METRIC_COMMANDS else None
+        diag = run_command(Reader(view, metrics=metrics), cmd)
         for problem in scope.visible_problems(view.problems, allowed):
             line = f"not read: {problem}"
             if line not in diag.unchecked:

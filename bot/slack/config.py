@@ -35,6 +35,9 @@ SECRET_ENV = {
     "bot_token": "SLACK_BOT_TOKEN",
     "app_token": "SLACK_APP_TOKEN",
     "signing_secret": "SLACK_SIGNING_SECRET",
+    "alert_token": "GPUBOT_ALERT_TOKEN",  # bearer token Alertmanager sends to /alertmanager
+    "prometheus_token": "GPUBOT_PROMETHEUS_TOKEN",
+    "prometheus_password": "GPUBOT_PROMETHEUS_PASSWORD",
 }
 
 # setting -> environment variable (secrets above are environment-only)
@@ -74,6 +77,16 @@ ENV = {
     "store_namespace": "GPUBOT_STORE_NAMESPACE",
     "log_format": "GPUBOT_LOG_FORMAT",
     "runbook_url": "GPUBOT_RUNBOOK_URL",
+    # Prometheus and Alertmanager (bot/metrics, bot/alerts)
+    "prometheus_url": "GPUBOT_PROMETHEUS_URL",
+    "prometheus_timeout": "GPUBOT_PROMETHEUS_TIMEOUT",
+    "prometheus_user": "GPUBOT_PROMETHEUS_USER",
+    "prometheus_ca_file": "GPUBOT_PROMETHEUS_CA_FILE",
+    "prometheus_insecure": "GPUBOT_PROMETHEUS_INSECURE",
+    "idle_window": "GPUBOT_IDLE_WINDOW",
+    "idle_threshold": "GPUBOT_IDLE_THRESHOLD",
+    "alert_channel": "GPUBOT_ALERT_CHANNEL",
+    "alert_routes": "GPUBOT_ALERT_ROUTES",
     "log_patterns_file": "GPUBOT_LOG_PATTERNS_FILE",
 }
 
@@ -118,10 +131,22 @@ class Settings:
     store_namespace: str | None = None  # None: the pod's own namespace, or default
     log_format: str = "text"  # or json: one JSON object per line, for log collectors
     runbook_url: str = DEFAULT_RUNBOOK_BASE  # findings link to <runbook_url><CODE>.md
+    prometheus_url: str | None = None
+    prometheus_timeout: float = 5.0  # per query
+    prometheus_user: str | None = None  # basic auth (password: GPUBOT_PROMETHEUS_PASSWORD)
+    prometheus_ca_file: str | None = None
+    prometheus_insecure: bool = False
+    idle_window: str = "1h"  # GPU_IDLE_ALLOCATED: below the threshold for this long
+    idle_threshold: float = 5.0  # percent utilisation
+    alert_channel: str | None = None  # where alert cards go unless a route says otherwise
+    alert_routes: str | None = None  # "label=value=CHANNEL;..." (bot/alerts/routing.py)
     log_patterns_file: str | None = None  # the site's own known log lines (logs.yaml format)
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
+    alert_token: str | None = field(default=None, repr=False)
+    prometheus_token: str | None = field(default=None, repr=False)
+    prometheus_password: str | None = field(default=None, repr=False)
 
     def validate(self) -> Settings:
         if self.log_format not in ("text", "json"):
@@ -169,7 +194,9 @@ class Settings:
 
     def secrets(self) -> list[str]:
         """The secret values, for log redaction."""
-        return [s for s in (self.bot_token, self.app_token, self.signing_secret) if s]
+        return [s for s in (self.bot_token, self.app_token, self.signing_secret,
+                            self.alert_token, self.prometheus_token,
+                            self.prometheus_password) if s]
 
 
 def parse_channel_map(value: Any, where: str) -> dict[str, frozenset[str]] | None:

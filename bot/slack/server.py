@@ -4,6 +4,7 @@
     GET  /readyz         200 when Slack is connected and the cluster is reachable, else 503
     GET  /metrics        Prometheus text format (gpubot_* metrics)
     POST /slack/events   HTTP mode only: slash commands and interactivity, signed by Slack
+    POST /alertmanager   Alertmanager's webhook, in both modes (bot/alerts)
 
 Why waitress: Bolt's sync ``App`` is a WSGI app, the diagnosis code is blocking, and
 waitress is pure Python (no compiler on the image), multi-threaded, production-grade (it
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("gpubot.server")
 
 EVENTS_PATH = "/slack/events"
+ALERTS_PATH = "/alertmanager"  # bot/alerts/receiver.py, when GPUBOT_ALERT_TOKEN is set
 LOOP_TIMEOUT = 0.5  # seconds; bounds how long stop() waits if the wake-up pipe is gone
 
 
@@ -55,6 +57,10 @@ class WSGIApp:
         method = environ.get("REQUEST_METHOD", "GET")
         if path == EVENTS_PATH and self.slack is not None:
             return self.slack(environ, start_response)
+        if path == ALERTS_PATH:
+            if self.bot.alerts is None:
+                return _reply(start_response, 404, b"alert receiver off: set GPUBOT_ALERT_TOKEN\n")
+            return self.bot.alerts(environ, start_response)  # type: ignore[no-any-return]
         if method not in ("GET", "HEAD"):
             return _reply(start_response, 405, b"method not allowed\n")
         if path == "/healthz":

@@ -1,0 +1,254 @@
+"""One living Slack thread per Alertmanager group, its state in the store.
+
+``AlertThreads.handle(group, channel)`` is called for each (coalesced) webhook of a group:
+
+- first time: claim the group in the store (create-if-absent, so two replicas never both
+  post), post the card, record its ``ts`` at once, then the diagnosis in its thread;
+- again: merge the alerts (by fingerprint); edit the card (``chat.update``) only when it
+  reads differently; add to the thread only when alerts or the diagnosis' codes changed;
+- resolved: the card says "Resolved" in place, with how long the group fired.
+
+The record (collection ``alert-threads``, keyed by a hash of the groupKey) holds the
+channel, the card's ts, the alerts seen, the card's hash and the codes of each diagnosis.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from bot.alerts.mapping import commands_for
+from bot.alerts.payload import AlertGroup
+from bot.slack.blocks import Message, Rendered, Renderer
+from bot.slack.commands import Command
+from bot.store import Record, Store
+from handlers.errors import GpubotError
+from handlers.model import Diagnosis
+from handlers.timefmt import age_text, parse_time
+
+log = logging.getLogger("gpubot.alerts")
+
+COLLECTION = "alert-threads"
+MAX_ALERTS = 500  # kept per group (firing ones first)
+MAX_DIAGNOSES = 5  # per group and change; the card says how many targets were left out
+CLAIM_TIMEOUT = 120.0  # seconds before another replica's unfinished claim is taken over
+_NEVER = "0001-01-01T00:00:00Z"  # Alertmanager's endsAt for a firing alert
+
+
+class Retry(Exception):
+    """Try this group again later (another replica is posting its card)."""
+
+
+@dataclass
+class SlackPort:
+    """What the threads need of Slack: post (returns ts) and update one message."""
+
+    post: Callable[[str, Message, str | None], str]
+    update: Callable[[str, str, Message], None]
+
+
+def group_id(group_key: str) -> str:
+    return hashlib.sha256(group_key.encode()).hexdigest()[:40]
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class AlertThreads:
+    def __init__(self, store: Store, slack: SlackPort, renderer: Renderer,
+                 diagnose: Callable[[Command, str], Diagnosis],
+                 render: Callable[[Command, Diagnosis], Rendered],
+                 clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.slack = slack
+        self.renderer = renderer
+        self.diagnose = diagnose
+        self.render = render
+        self.clock = clock
+        self.owner = uuid.uuid4().hex  # this replica: its own unfinished claim is its to finish
+
+    # -- the record -------------------------------------------------------------------------
+
+    def _claim(self, group: AlertGroup, channel: str) -> tuple[Record, bool]:
+        """(the group's record, True when this call created it)."""
+        key = group_id(group.group_key)
+        for _ in range(5):
+            rec = self.store.get(COLLECTION, key)
+            if rec is not None:
+                return rec, False
+            data: dict[str, Any] = {"group_key": group.group_key, "channel": channel, "ts": None,
+                                    "owner": self.owner, "claimed": self.clock(), "alerts": {},
+                                    "card": "", "codes": {}}
+            if self.store.create(COLLECTION, key, data):
+                rec = self.store.get(COLLECTION, key)
+                if rec is not None:
+                    return rec, True
+        raise Retry("the group's record keeps changing")
+
+    def _save(self, rec: Record, data: dict[str, Any]) -> Record:
+        if not self.store.update(COLLECTION, rec.key, data, rec.version):
+            raise Retry("another replica updated the group first")
+        new = self.store.get(COLLECTION, rec.key)
+        if new is None:
+            raise Retry("the group's record vanished")
+        return new
+
+    # -- one webhook --------------------------------------------------------------------------
+
+    def handle(self, group: AlertGroup, channel: str) -> None:
+        rec, mine = self._claim(group, channel)
+        data = dict(rec.data)
+        mine = mine or data.get("owner") == self.owner
+        if data.get("ts") is None and not mine:
+            if self.clock() - float(data.get("claimed") or 0) < CLAIM_TIMEOUT:
+                raise Retry("another replica is posting this group's card")
+            data["owner"] = self.owner  # its claim is stale: take the group over
+        before = dict(data.get("alerts") or {})
+        alerts = _merge(before, group)
+        data["alerts"] = alerts
+        status = "firing" if any(a["status"] == "firing" for a in alerts.values()) \
+            else "resolved"
+        ordered = _ordered(alerts)  # firing first
+        targets = commands_for([a["labels"] for a in ordered if a["status"] == "firing"] or
+                               [a["labels"] for a in ordered])
+        commands = targets[:MAX_DIAGNOSES]
+        card = self._card(group, alerts, status, commands, len(targets))
+        card_hash = _digest([card.text, card.blocks])
+        channel = str(data.get("channel") or channel)
+        if data.get("ts") is None:
+            ts = self.slack.post(channel, card, None)
+            # The card exists: never post it twice. Its diagnosis is still owed if what
+            # follows fails and the group comes back.
+            data.update(ts=ts, card=card_hash, status=status, owed=True)
+            rec = self._save(rec, data)
+            log.info("alert group %s: card %s in %s", group.group_key, ts, channel)
+            changed = True
+        else:
+            ts = str(data["ts"])
+            if card_hash != data.get("card"):
+                self.slack.update(channel, ts, card)
+                data["card"] = card_hash
+            changed = _states(before) != _states(alerts)
+            if changed:
+                self.slack.post(channel, _note(self.renderer, before, alerts, status), ts)
+        if status == "firing" and (changed or data.get("owed")):
+            data["codes"] = self._diagnoses(channel, ts, commands, dict(data.get("codes") or {}))
+        data.update(status=status, owed=False)
+        self._save(rec, data)
+
+    def _diagnoses(self, channel: str, ts: str, commands: list[Command],
+                   codes: dict[str, list[str]]) -> dict[str, list[str]]:
+        """Run each diagnosis; post it in the thread when its codes differ from last time."""
+        for cmd in commands:
+            try:
+                diag = self.diagnose(cmd, channel)
+            except Exception as err:  # a diagnosis that fails must not lose the alert
+                log.warning("alert diagnosis %s failed: %s", cmd.line(), type(err).__name__)
+                why = str(err) if isinstance(err, GpubotError) else (
+                    f"it failed ({type(err).__name__}); the bot's log has the details")
+                if codes.get(cmd.line()) != [f"error: {why}"]:
+                    codes[cmd.line()] = [f"error: {why}"]
+                    text = f"gpubot {cmd.line()}: not diagnosed here: {why}"
+                    self.slack.post(channel, Message("error", text, [{
+                        "type": "section", "text": {"type": "plain_text", "text": text[:2900],
+                                                    "emoji": False}}]), ts)
+                continue
+            now = sorted({f.code for f in diag.findings})
+            if codes.get(cmd.line()) == now:
+                continue
+            codes[cmd.line()] = now
+            rendered = self.render(cmd, diag)
+            for m in rendered.messages:
+                self.slack.post(channel, m, ts)
+        return codes
+
+    def _card(self, group: AlertGroup, alerts: dict[str, dict[str, Any]], status: str,
+              commands: list[Command], targets: int) -> Message:
+        common = dict(group.common_labels)
+        names = sorted({a["labels"].get("alertname", "?") for a in alerts.values()})
+        title = names[0] if len(names) == 1 else f"{len(names)} alerts"
+        first = next(iter(alerts.values()))
+        summary = (group.common_annotations.get("summary")
+                   or (first["annotations"].get("summary") if len(alerts) == 1 else "")
+                   or f"{title}: {len(alerts)} alert{'s' if len(alerts) > 1 else ''}")
+        description = (group.common_annotations.get("description")
+                       or group.common_annotations.get("message") or "")
+        starts = [t for t in (parse_time(a["startsAt"]) for a in alerts.values()) if t]
+        ends = [t for t in (parse_time(a["endsAt"]) for a in alerts.values()
+                            if a["endsAt"] and not a["endsAt"].startswith("0001")) if t]
+        since = min(starts) if starts else None
+        lasted = ""
+        if status == "resolved" and since is not None:
+            end = max(ends) if ends else datetime.fromtimestamp(self.clock(), UTC)
+            lasted = age_text((end - since).total_seconds()) if end > since else "<1m"
+            if (end - since).total_seconds() < 60:
+                lasted = f"{int((end - since).total_seconds())}s"
+        lines = [f"{a['status'].upper():8} " + " ".join(
+            f"{k}={v}" for k, v in sorted(a["labels"].items())
+            if k not in common or len(alerts) == 1) for a in _ordered(alerts)]
+        return self.renderer.render_template(
+            "slack/alert.j2", status=status, title=title, summary=summary,
+            description=description, severity=common.get("severity", ""),
+            labels=sorted((k, v) for k, v in common.items() if k != "alertname"),
+            alerts=lines if len(alerts) > 1 or not common else [],
+            firing=sum(a["status"] == "firing" for a in alerts.values()),
+            resolved_count=sum(a["status"] == "resolved" for a in alerts.values()),
+            since=since.strftime("%Y-%m-%d %H:%M UTC") if since else "",
+            lasted=lasted, commands=[c.line() for c in commands], targets=targets)[0]
+
+
+def _merge(known: dict[str, dict[str, Any]], group: AlertGroup) -> dict[str, dict[str, Any]]:
+    out = dict(known)
+    for a in group.alerts:
+        out[a.fingerprint] = {"status": a.status, "labels": dict(a.labels),
+                              "annotations": dict(a.annotations), "startsAt": a.starts_at,
+                              "endsAt": "" if a.ends_at == _NEVER else a.ends_at}
+    if len(out) > MAX_ALERTS:  # keep the firing ones, then the newest
+        keep = sorted(out, key=lambda k: (out[k]["status"] != "firing", out[k]["startsAt"]))
+        out = {k: out[k] for k in keep[:MAX_ALERTS]}
+    return out
+
+
+def _ordered(alerts: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(alerts.values(), key=lambda a: (a["status"] != "firing",
+                                                  sorted(a["labels"].items())))
+
+
+def _states(alerts: dict[str, dict[str, Any]]) -> dict[str, str]:
+    return {k: v["status"] for k, v in alerts.items()}
+
+
+def _who(a: dict[str, Any]) -> str:
+    labels = a["labels"]
+    obj = "/".join(x for x in (labels.get("namespace"), labels.get("pod")) if x) or \
+        labels.get("node") or labels.get("Hostname") or ""
+    return f"{labels.get('alertname', '?')} {obj}".strip()
+
+
+def _note(renderer: Renderer, before: dict[str, dict[str, Any]],
+          after: dict[str, dict[str, Any]], status: str) -> Message:
+    """What changed in the group since the last message in the thread."""
+    new = [_who(a) for k, a in after.items() if k not in before and a["status"] == "firing"]
+    again = [_who(a) for k, a in after.items() if k in before and a["status"] == "firing"
+             and before[k]["status"] != "firing"]
+    gone = [_who(a) for k, a in after.items() if a["status"] == "resolved"
+            and before.get(k, {}).get("status") != "resolved"]
+    parts = []
+    if new:
+        parts.append(f"{len(new)} new firing: " + ", ".join(new[:10]))
+    if again:
+        parts.append(f"{len(again)} firing again: " + ", ".join(again[:10]))
+    if gone:
+        parts.append(f"{len(gone)} resolved: " + ", ".join(gone[:10]))
+    if status == "resolved":
+        parts.append("every alert of the group is resolved")
+    text = "; ".join(parts) or "the group changed"
+    return renderer.render_template("slack/alert_note.j2", text=text)[0]
