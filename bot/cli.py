@@ -120,6 +120,9 @@ def add_global_flags(p: argparse.ArgumentParser, *, here: bool) -> None:
     add("--fail-on", choices=FAIL_ON, metavar="SEVERITY",
         help="exit 3 when a finding of this severity or worse is found: critical, warning "
              "(default: exit 0 whatever is found)")
+    add("--log-patterns", metavar="FILE",
+        help="your own known log lines, in the format of handlers/knowledge/logs.yaml "
+             "(default: $GPUBOT_LOG_PATTERNS_FILE)")
 
 
 def build_parser() -> _Parser:
@@ -293,9 +296,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
 
         out.write(script(args.shell, build_parser()))
         return EXIT_OK
+    from handlers.knowledge.logs import LogPatternError, use_user_file
     from handlers.kube.selectors import SelectorError
     from handlers.why_pending import UsageError
 
+    try:
+        use_user_file(args.log_patterns or environ.get("GPUBOT_LOG_PATTERNS_FILE") or None)
+    except LogPatternError as e:
+        err.write(f"gpubot: error: --log-patterns: {e}\n")
+        return EXIT_USAGE
     progress = Progress.on(err, enabled=args.output not in MACHINE_OUTPUTS, delay=PROGRESS_DELAY)
     try:
         with progress:

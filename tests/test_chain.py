@@ -276,9 +276,10 @@ def test_gpu_unhealthy_numbers_xid_and_hardware_fix() -> None:
     f = _one(_run("doctor_gpu_unhealthy"), "GPU_UNHEALTHY", "gpu-a100-1")
     assert "allocatable nvidia.com/gpu: 6 < capacity 8" in f.evidence
     assert _has(f.evidence, "XidCriticalError: Xid=79")
-    # Xid 79 is hardware: drain and repair, and no plugin restart is offered.
+    # Xid 79 is a hardware fault: restarting the plugin would only hide the GPU's state.
     assert f.actions == ()
     assert "kubectl drain gpu-a100-1" in f.fix and "delete pod" not in f.fix
+    assert _has(f.evidence, "Xid 79 (GPU has fallen off the bus)")
 
 
 def test_fewer_gpus_than_labelled_is_not_advertised() -> None:

@@ -87,6 +87,7 @@ ENV = {
     "idle_threshold": "GPUBOT_IDLE_THRESHOLD",
     "alert_channel": "GPUBOT_ALERT_CHANNEL",
     "alert_routes": "GPUBOT_ALERT_ROUTES",
+    "log_patterns_file": "GPUBOT_LOG_PATTERNS_FILE",
 }
 
 MODES = ("socket", "http")
@@ -139,6 +140,7 @@ class Settings:
     idle_threshold: float = 5.0  # percent utilisation
     alert_channel: str | None = None  # where alert cards go unless a route says otherwise
     alert_routes: str | None = None  # "label=value=CHANNEL;..." (bot/alerts/routing.py)
+    log_patterns_file: str | None = None  # the site's own known log lines (logs.yaml format)
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
@@ -182,6 +184,12 @@ class Settings:
                               f"<>| ({ENV['runbook_url']}), got {self.runbook_url!r}")
         if not self.command.startswith("/"):
             raise ConfigError(f"command must start with '/' ({ENV['command']})")
+        if self.log_patterns_file:
+            from handlers.knowledge.logs import LogPatternError, use_user_file
+            try:
+                use_user_file(self.log_patterns_file)
+            except LogPatternError as e:
+                raise ConfigError(f"log_patterns_file: {e}") from None
         return self
 
     def secrets(self) -> list[str]:

@@ -128,7 +128,7 @@ def _merge_psa(ns: str, hits: list[tuple[Obj, DsIssue, list[str]]]) -> Finding:
                 evidence.append(e)
     nodes = sorted({n for _, _, targets in hits for n in targets})
     blocked = [ds_label(ds) for ds, i, _ in hits if i.severity == sev]
-    summary = (f"Pod Security admission in namespace {ns} rejects GPU operator pods "
+    summary = (f"{hits[0][1].mechanism} in namespace {ns} rejects GPU operator pods "
                f"({', '.join(blocked[:3])}{', ...' if len(blocked) > 3 else ''})."
                if sev == CRIT else hits[0][1].summary)
     return Finding("POD_SECURITY_BLOCKS_OPERATOR", sev, summary,

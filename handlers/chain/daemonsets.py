@@ -11,6 +11,7 @@ from typing import Any
 
 from handlers.chain.placement import template_spec
 from handlers.gpu import dra_component, labels, name_of, ns_of
+from handlers.knowledge.logs import active
 from handlers.model import ObjectRef, Severity
 from handlers.view import Reader
 
@@ -59,6 +60,7 @@ class DsIssue:
     evidence: list[str]
     fix: str
     extra_objects: list[ObjectRef] = field(default_factory=list)
+    mechanism: str = "Pod Security admission"  # what refused pods (POD_SECURITY_BLOCKS_OPERATOR)
 
 
 def _container_needs(c: Obj) -> list[str]:
@@ -176,29 +178,69 @@ def _needs_privileged(spec: Obj) -> list[str]:
     return out
 
 
+# Knowledge-base entries (knowledge/logs.yaml) for each admission mechanism that refuses pods.
+MECHANISMS = {
+    "pod-security-admission": "Pod Security admission",
+    "pod-security-policy": "PodSecurityPolicy",
+    "openshift-scc": "OpenShift SecurityContextConstraints",
+}
+
+
+def refusals(events: list[Obj]) -> list[tuple[str, str]]:
+    """``(entry id, message)`` for each event in which an admission mechanism refused pods."""
+    out = []
+    for e in events:
+        msg = event_message(e)
+        ids = [x.id for x in active().matching(msg) if x.id in MECHANISMS]
+        if ids:
+            out.append((ids[0], msg))
+    return out
+
+
+def _security_fix(mechanism: str, ds: Obj) -> str:
+    ns, sa = ns_of(ds), template_spec(ds).get("serviceAccountName") or "default"
+    if mechanism == "pod-security-policy":
+        return (f"PodSecurityPolicy (Kubernetes <= 1.24): let service account {ns}/{sa} use "
+                "a policy that allows privileged pods, host namespaces and hostPath volumes:\n"
+                f"kubectl -n {ns} create role {name_of(ds)}-psp --verb=use "
+                "--resource=podsecuritypolicies.policy --resource-name=<privileged PSP>\n"
+                f"kubectl -n {ns} create rolebinding {name_of(ds)}-psp --role={name_of(ds)}-psp "
+                f"--serviceaccount={ns}:{sa}\n"
+                "(GPU operator: helm upgrade ... --set psp.enabled=true creates such a policy.)")
+    if mechanism == "openshift-scc":
+        return (f"oc adm policy add-scc-to-user privileged -z {sa} -n {ns}\n"
+                "(On OpenShift, install the GPU operator and NFD from OperatorHub: their "
+                "bundles bring the SecurityContextConstraints their pods need.)")
+    return (f"kubectl label --overwrite namespace {ns} {PSA_ENFORCE}=privileged\n"
+            "(GPU operator components need privileged pods and hostPath volumes; after "
+            f"labelling, the DaemonSet controller creates the missing pods: kubectl -n {ns} "
+            f"get ds {name_of(ds)})")
+
+
 def pod_security_issue(reader: Reader, ds: Obj, events: list[Obj]) -> DsIssue | None:
-    """POD_SECURITY_BLOCKS_OPERATOR: FailedCreate 'violates PodSecurity', or a namespace
-    that enforces baseline/restricted under a DaemonSet that needs privileged pods."""
+    """POD_SECURITY_BLOCKS_OPERATOR: FailedCreate refused by Pod Security admission,
+    PodSecurityPolicy or an OpenShift SCC (each with its own fix), or a namespace that
+    enforces baseline/restricted under a DaemonSet that needs privileged pods."""
     ns = ns_of(ds)
     ns_obj = reader.get("Namespace", ns) if ns else None
     level = labels(ns_obj or {}).get(PSA_ENFORCE)
-    blocked = [event_message(e) for e in events if "violates PodSecurity" in event_message(e)]
+    refused = refusals(events)
     status = ds.get("status") or {}
     desired = int(status.get("desiredNumberScheduled") or 0)
     current = int(status.get("currentNumberScheduled") or 0)
     label_ev = (f"namespace {ns}: {PSA_ENFORCE}={level}" if level else
                 f"namespace {ns}: no {PSA_ENFORCE} label (the cluster's default level applies)")
-    fix = (f"kubectl label --overwrite namespace {ns} {PSA_ENFORCE}=privileged\n"
-           "(GPU operator components need privileged pods and hostPath volumes; after "
-           f"labelling, the DaemonSet controller creates the missing pods: kubectl -n {ns} "
-           f"get ds {name_of(ds)})")
     refs = [ObjectRef("Namespace", ns)] if ns else []
-    if blocked:
-        ev = [f"daemonset {ds_label(ds)} FailedCreate: {m}" for m in blocked[-2:]]
-        ev += [label_ev, f"daemonset {ds_label(ds)}: desired {desired}, current {current}"]
+    if refused:
+        mechanism = refused[-1][0]
+        ev = [f"daemonset {ds_label(ds)} FailedCreate: {m}" for _, m in refused[-2:]]
+        if mechanism == "pod-security-admission":
+            ev.append(label_ev)
+        ev.append(f"daemonset {ds_label(ds)}: desired {desired}, current {current}")
         return DsIssue("POD_SECURITY_BLOCKS_OPERATOR", Severity.CRITICAL,
-                       f"Pod Security admission rejects the pods of {ds_label(ds)}.", ev, fix,
-                       refs)
+                       f"{MECHANISMS[mechanism]} rejects the pods of {ds_label(ds)}.", ev,
+                       _security_fix(mechanism, ds), refs, MECHANISMS[mechanism])
+    fix = _security_fix("pod-security-admission", ds)
     if level in ("baseline", "restricted"):
         needs = _needs_privileged(template_spec(ds))
         if not needs:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from handlers.chain import cuda_context
 from handlers.chain.fixes import CRIT, WARN, Where
 from handlers.chain.hardware import hardware_faults, repair_fix
 from handlers.chain.model import (
@@ -104,6 +105,7 @@ def admission(run: NodeRun) -> None:
 
 def workloads(run: NodeRun) -> None:
     read = 0
+    reread = False
     for pod in run.ctx.inv.failing_gpu_workloads.get(run.name, [])[:20]:
         st = pod_state(pod, run.ctx.now)
         found = [x for m in st.messages() for x in sourced(m, "status message")]
@@ -111,8 +113,11 @@ def workloads(run: NodeRun) -> None:
             read += 1
             found, _ = run.logs(st)
         found = [(c, ln) for c, ln in found if c in UPSTREAM]
-        run.log_findings(st, found)
-    if not run.f.has("CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"):
+        kept = cuda_context.apply(run, st, found)
+        # A CUDA error re-read as the runtime is still a failing workload.
+        reread = reread or len(kept) < len(found)
+        run.log_findings(st, kept)
+    if not reread and not run.f.has("CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"):
         run.passed.append(CHECK_WORKLOADS)
 
 # -- run -------------------------------------------------------------------------------

@@ -60,7 +60,7 @@ ALL_CHECKS = [
 UPSTREAM = ("DRIVER_NOT_READY", "CONTAINER_RUNTIME_NOT_CONFIGURED", "NVML_INIT_FAILED",
             "CUDA_DRIVER_MISMATCH")
 # Log codes that are only evidence, never a finding by themselves.
-EVIDENCE_ONLY = ("GPU_UNHEALTHY", "DEVICE_ADMISSION_FAILED")
+EVIDENCE_ONLY = ("GPU_UNHEALTHY", "DEVICE_ADMISSION_FAILED", "GPU_XID_ERRORS")
 
 
 def sourced(text: str | None, source: str) -> list[tuple[str, str]]:

@@ -47,7 +47,9 @@ from handlers.chain.pods import (
     owner,
     pod_state,
 )
+from handlers.chain.runtime_context import drop_hints
 from handlers.chain.sharing import SharingConfig
+from handlers.chain.xid import check as xid_check
 from handlers.codes import code_rank
 from handlers.gpu import (
     GPU_RESOURCE,
@@ -345,8 +347,9 @@ class NodeRun:
             elif kind in (CRASHLOOP, CREATE_ERROR):
                 found, tail = self.logs(st)
                 found += [x for m in self.events(st) for x in sourced(m, "event")]
+                found, twin_ev = drop_hints(self, st, found)
                 causes = [ln for c, ln in found if c not in EVIDENCE_ONLY][:_MAX_LOG_EVIDENCE]
-                ev = st.state_evidence() + [f"pod {st.label} {ln}" for ln in causes]
+                ev = st.state_evidence() + [f"pod {st.label} {ln}" for ln in causes] + twin_ev
                 self.add("DEVICE_PLUGIN_CRASHLOOP", ev + ([] if causes else tail), st=st)
                 self.log_findings(st, found)
             else:
@@ -467,6 +470,7 @@ class NodeRun:
             self.advertising()
             health(self)
             workloads(self)
+            xid_check(self)
             labels_check(self)
             mig_check(self)
             sharing_check(self)

@@ -1,0 +1,145 @@
+"""GPU_XID_ERRORS from the API alone: node conditions and Node events that carry Xids.
+
+Three shapes are read (the Xid's meaning comes from knowledge/xid.yaml):
+- a kernel line ``NVRM: Xid (PCI:0000:3b:00): 79, ...`` in a condition or event message
+  (node-problem-detector kernel-monitor rules report the matched line);
+- AKS's node-problem-detector plugin: condition ``XIDError`` (reason ``XIDErrorIsPresent``)
+  with the message ``XID error-codes found: 48, 79. FaultCode: NHC2001``
+  (github.com/Azure/AgentBaker, parts/linux/cloud-init/artifacts/node-problem-detector/
+  plugin/check_xid_error.sh);
+- the EKS node monitoring agent: reasons ``NvidiaXID79Error`` / ``NvidiaXID43Warning``
+  (github.com/aws/eks-node-monitoring-agent).
+
+A hardware Xid (knowledge/xid.yaml ``hardware: true``) never suggests restarting the device
+plugin: the GPU_UNHEALTHY finding of the same node loses that action and says what helps.
+Node events are read only for nodes that already show a GPU symptom, so a large cluster
+costs no extra request per healthy node.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from handlers.chain.fixes import CRIT, WARN
+from handlers.knowledge.xid import XidInfo, xid_info, xids_in
+
+if TYPE_CHECKING:
+    from handlers.chain.node import NodeRun
+
+_AKS = re.compile(r"XID error-codes found: ([\d, ]+)")
+_EKS = re.compile(r"NvidiaXID(\d+)(?:Error|Warning)")
+_PLUGIN = re.compile(r"XidCriticalError: Xid=(\d+)")
+_CATALOG = "https://docs.nvidia.com/deploy/xid-errors/index.html"
+# What an operator does, worst first.
+_ACTION_ORDER = ("repair", "drain", "reset", "app-fix")
+_MAX_SIGNALS = 6
+_TODO = {"app-fix": "fix the application", "reset": "reset the GPU",
+         "drain": "drain and reboot the node", "repair": "the GPU needs repair"}
+
+
+def xids_of(reason: str, message: str) -> list[int]:
+    """The Xid numbers a condition or event (reason, message) reports."""
+    found = xids_in(message)
+    m = _AKS.search(message)
+    if m:
+        found += [int(x) for x in re.findall(r"\d+", m.group(1))]
+    found += [int(x) for x in _EKS.findall(reason)]
+    return list(dict.fromkeys(found))
+
+
+def _is_problem(cond: dict[str, Any]) -> bool:
+    """NPD problem conditions are True when the problem is there; *Ready conditions (the
+    EKS agent's AcceleratedHardwareReady) are False."""
+    ctype, status = str(cond.get("type", "")), cond.get("status")
+    if ctype == "Ready":
+        return False
+    return status == "False" if ctype.endswith("Ready") else status == "True"
+
+
+def _rank(info: XidInfo | None) -> int:
+    return _ACTION_ORDER.index(info.action) if info else len(_ACTION_ORDER)
+
+
+def _describe(x: int, info: XidInfo | None) -> str:
+    if info is None:
+        return f"Xid {x}: not in gpubot's Xid table; see NVIDIA's catalog ({_CATALOG})"
+    kind = "hardware" if info.hardware else "not hardware"
+    return (f"Xid {x} ({info.name}): {info.meaning}; action: {info.action} ({kind}; "
+            f"{info.source})")
+
+
+def _fix(node: str, x: int, info: XidInfo | None) -> str:
+    drain = f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data"
+    if info is None:
+        return (f"Look Xid {x} up in NVIDIA's catalog ({_CATALOG}) and check the node: "
+                f"kubectl debug node/{node} -it --image=ubuntu -- chroot /host sh -c "
+                "'dmesg | grep -i xid; nvidia-smi -q | grep -iA3 -e retired -e remapp'")
+    if info.action == "repair":
+        return (f"kubectl cordon {node} && {drain}\nXid {x} ({info.name}) needs hardware "
+                "service: open a case with the hardware vendor or cloud provider (replace the "
+                "GPU or the instance). Restarting the device plugin does not help.")
+    if info.action == "drain":
+        return (f"{drain}\nThen reboot the node (cloud: replace the instance) and uncordon "
+                f"it: kubectl uncordon {node}. If Xid {x} returns after the reboot, the GPU "
+                "needs repair. Restarting the device plugin does not help.")
+    if info.action == "reset":
+        return (f"{drain}\nReset the GPU, or reboot the node: kubectl debug node/{node} -it "
+                "--image=ubuntu -- chroot /host nvidia-smi -r -i <gpu index>; then kubectl "
+                f"uncordon {node}. A GPU whose Xid {x} keeps returning needs repair."
+                + (" Restarting the device plugin does not help." if info.hardware else ""))
+    return (f"Xid {x} ({info.name}) comes from the application that used the GPU: read the "
+            f"logs of the GPU pods on {node} around that time and fix or restart that "
+            "workload; the GPU stays usable.")
+
+
+def check(run: NodeRun) -> None:
+    node = run.node
+    signals: list[tuple[list[int], str]] = []
+    for c in (node.get("status") or {}).get("conditions") or []:
+        if not _is_problem(c):
+            continue
+        xids = xids_of(str(c.get("reason", "")), str(c.get("message", "")))
+        if xids:
+            signals.append((xids, f"node {run.name} condition {c.get('type')}="
+                                  f"{c.get('status')} ({c.get('reason', '')}): "
+                                  f"{c.get('message', '')}".rstrip(": ")))
+    unhealthy = run.f.get("GPU_UNHEALTHY")
+    symptom = bool(signals) or unhealthy is not None or run.f.has("GPU_NOT_ADVERTISED") or any(
+        run.alloc.get(r, 0.0) < c for r, c in run.cap.items())
+    if symptom:
+        for e in run.ctx.reader.events("Node", run.name):
+            reason, msg = str(e.get("reason", "")), str(e.get("message") or e.get("note") or "")
+            xids = xids_of(reason, msg)
+            if xids:
+                signals.append((xids, f"node {run.name} event {reason}: {msg}".rstrip(": ")))
+    plugin_xids = [int(x) for line in (unhealthy.evidence if unhealthy else [])
+                   for x in _PLUGIN.findall(line)]
+    api_xids = list(dict.fromkeys(x for xs, _ in signals for x in xs))
+    infos = {x: xid_info(x) for x in dict.fromkeys(api_xids + plugin_xids)}
+    if api_xids:
+        worst = min(api_xids, key=lambda x: _rank(infos[x]))
+        winfo = infos[worst]
+        hardware = any(i is not None and i.hardware for x, i in infos.items() if x in api_xids)
+        sev = CRIT if hardware or (winfo is not None and winfo.action in ("drain", "repair")) \
+            else WARN
+        what = (f"{winfo.name} ({'hardware; ' if winfo.hardware else ''}"
+                f"{_TODO[winfo.action]})" if winfo else "not in gpubot's Xid table")
+        summary = f"Xid {', '.join(map(str, api_xids))} on {run.name}" + (
+            f"; the worst, Xid {worst}: {what}." if len(api_xids) > 1 else f": {what}.")
+        evidence = [line for _, line in signals[:_MAX_SIGNALS]]
+        evidence += [_describe(x, infos[x]) for x in api_xids]
+        run.f.add("GPU_XID_ERRORS", sev, summary, objects=[run.ref], evidence=evidence,
+                  fix=_fix(run.name, worst, winfo))
+    hw = [x for x, i in infos.items() if i is not None and i.hardware]
+    if unhealthy is not None and hw:
+        # A restarted plugin re-checks the GPUs and may list a broken one as healthy again.
+        # (chain/hardware.py already gives the repair fix for the Xids it knows; the others
+        # of knowledge/xid.yaml's hardware Xids get theirs here.)
+        if any(a[0] == "restart-device-plugin" for a in unhealthy.actions):
+            unhealthy.actions = [a for a in unhealthy.actions
+                                 if a[0] != "restart-device-plugin"]
+            worst_hw = min(hw, key=lambda x: _rank(infos[x]))
+            unhealthy.fix = _fix(run.name, worst_hw, infos[worst_hw])
+        unhealthy.evidence += [_describe(x, infos[x]) for x in hw
+                               if _describe(x, infos[x]) not in unhealthy.evidence]
