@@ -9,7 +9,6 @@ route in ``GPUBOT_ALERT_ROUTES`` matches. The groupKey -> card map lives in the 
 from __future__ import annotations
 
 import logging
-import os
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Gauge
@@ -23,7 +22,7 @@ from bot.slack.blocks import Message, Rendered
 from bot.slack.commands import Command
 from bot.slack.config import ConfigError, Settings
 from bot.slack.pool import Deadline
-from bot.store import Store, StoreError, open_store
+from bot.store import Store, StoreError, api_client_of, open_configured
 from handlers.errors import GpubotError
 from handlers.model import Diagnosis
 
@@ -37,31 +36,11 @@ class NotAllowed(GpubotError):
     """The channel's namespace map does not let it see this diagnosis."""
 
 
-SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
 def _open_store(settings: Settings, view: object) -> Store:
     """The store the settings name: SQLite (a file) or Kubernetes (ConfigMaps, through the
     live view's API client: several replicas share it)."""
-    path = settings.store_path or os.path.expanduser("~/.local/state/gpubot/state.db")
-    live = view
-    while live is not None and not hasattr(live, "api_client"):
-        live = getattr(live, "view", None)  # SharedReads and GuardedView wrap the LiveView
-    namespace = settings.store_namespace
-    if not namespace:
-        try:
-            with open(SA_NAMESPACE) as f:
-                namespace = f.read().strip()
-        except OSError:
-            namespace = "default"
     try:
-        if settings.store == "sqlite":
-            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        elif live is None:
-            raise StoreError("the kubernetes store needs a live cluster, not a snapshot")
-        return open_store(settings.store, path=path,
-                          api_client=getattr(live, "api_client", None), namespace=namespace,
-                          timeout=settings.kube_timeout)
+        return open_configured(settings, api_client_of(view))
     except (StoreError, OSError) as err:
         raise ConfigError(f"cannot open the store for alert threads ({settings.store}): "
                           f"{err}") from None

@@ -567,36 +567,20 @@ def _pods_of(target: str) -> list[tuple[str, str]]:
 
 # -- setup ------------------------------------------------------------------------------------
 
-SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-
-
 def open_approvals(settings: Any, view: Any) -> Approvals | None:
     """Approvals for ``gpubot serve`` on a live cluster with approvers configured (else
     None: actions are off). ``view`` is the bot's view: a LiveView, or a wrapper holding
     one as ``.view``. Raises StoreError when the store cannot be opened."""
-    import os
+    from bot.store import api_client_of, open_configured
 
-    from bot.store import open_store
-
-    live = view
-    while live is not None and not hasattr(live, "api_client"):
-        live = getattr(live, "view", None)
-    if live is None:
+    api_client = api_client_of(view)
+    if api_client is None:
         return None
     if not settings.approvers:
         log.info("actions are off: no approvers configured (GPUBOT_APPROVERS)")
         return None
-    namespace = settings.store_namespace
-    if not namespace:
-        try:
-            with open(SA_NAMESPACE) as f:
-                namespace = f.read().strip()
-        except OSError:
-            namespace = "default"
-    path = settings.store_path or os.path.expanduser("~/.local/state/gpubot/state.db")
-    store = open_store(settings.store, path=path, api_client=live.api_client,
-                       namespace=namespace, timeout=settings.kube_timeout)
-    cluster = Cluster(live.api_client, timeout=settings.kube_timeout,
+    store = open_configured(settings, api_client)
+    cluster = Cluster(api_client, timeout=settings.kube_timeout,
                       plugin_namespace=settings.plugin_namespace,
                       plugin_selector=settings.plugin_selector)
     policy = Policy(tuple(settings.approvers), settings.allow_self_approval, settings.approval_ttl,

@@ -31,6 +31,7 @@ refused by RBAC, a locked or unreadable file) raise ``StoreError``.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -114,7 +115,42 @@ def open_store(backend: str = "sqlite", *, path: str | None = None, api_client: 
     raise StoreError(f"unknown store {backend!r}: one of {', '.join(BACKENDS)}")
 
 
+SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+DEFAULT_PATH = "~/.local/state/gpubot/state.db"
+
+
+def api_client_of(view: Any) -> Any:
+    """The kubernetes ApiClient under the bot's view (SharedReads and GuardedView wrap the
+    LiveView as ``.view``), or None on a snapshot."""
+    while view is not None and not hasattr(view, "api_client"):
+        view = getattr(view, "view", None)
+    return None if view is None else view.api_client
+
+
+def open_configured(settings: Any, api_client: Any) -> Store:
+    """The store the settings name (``store``, ``store_path``, ``store_namespace``): the
+    SQLite file (its directory made), or ConfigMaps in the configured namespace, else the
+    pod's own (its service account's), else ``default``. One store for approvals and alert
+    threads alike."""
+    namespace = settings.store_namespace
+    if not namespace:
+        try:
+            with open(SA_NAMESPACE) as f:
+                namespace = f.read().strip()
+        except OSError:
+            namespace = "default"
+    path = settings.store_path or os.path.expanduser(DEFAULT_PATH)
+    if settings.store == "sqlite":
+        try:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        except OSError as err:
+            raise StoreError(f"cannot make the directory of the store file {path}: "
+                             f"{err.strerror}") from None
+    return open_store(settings.store, path=path, api_client=api_client, namespace=namespace,
+                      timeout=settings.kube_timeout)
+
+
 from .audit import AuditLog  # noqa: E402 (audit imports Store and Record from here)
 
-__all__ = ["BACKENDS", "AuditLog", "Data", "Record", "Store", "StoreError", "check_name",
-           "open_store"]
+__all__ = ["BACKENDS", "AuditLog", "Data", "Record", "Store", "StoreError", "api_client_of",
+           "check_name", "open_configured", "open_store"]
