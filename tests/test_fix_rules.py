@@ -179,9 +179,12 @@ def test_an_old_rollout_is_not_blamed(tmp_path: Path) -> None:
 
 def test_hardware_xids_are_told_from_the_others() -> None:
     assert hardware_faults(["XidCriticalError: Xid=79 on Device=GPU-1; marking device as "
-                            "unhealthy."]) == ["Xid 79 (GPU fallen off the bus)"]
+                            "unhealthy."]) == ["Xid 79 (GPU has fallen off the bus)"]
     assert hardware_faults(["NVRM: Xid (PCI:0000:3b:00): 48, pid=1, DBE"]) == [
-        "Xid 48 (double-bit ECC error)"]
+        "Xid 48 (Double Bit ECC Error)"]
+    # NVLink and contained ECC errors need a reset too (the table says hardware).
+    assert hardware_faults(["NVRM: Xid (PCI:0000:3b:00): 74, pid=1, NVLink"]) == [
+        "Xid 74 (NVLink Error)"]
     assert hardware_faults(["NVRM: Xid (PCI:0000:3b:00): 13, pid=1, Graphics Exception"]) == []
     assert hardware_faults(["Row remapping failed on GPU 0"]) == ["row remapping failure"]
 

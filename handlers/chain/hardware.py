@@ -2,21 +2,17 @@
 
 Restarting the device plugin re-reads device health, but a GPU that fell off the bus or has
 uncorrectable memory errors is still broken afterwards, so no restart is offered for them.
-Xids from NVIDIA's catalogue (https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html)
-and the memory-error guides (https://docs.nvidia.com/deploy/dynamic-page-retirement/visibility.html,
-https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/):
+Which Xids are hardware is the Xid table's word (``handlers/knowledge/xid.yaml``, from
+NVIDIA's catalogue); a failed row remapping is named by the memory-error guides
+(https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/).
 """
 
 from __future__ import annotations
 
 import re
 
-HARDWARE_XIDS = {
-    48: "double-bit ECC error",
-    64: "page retirement / row remapping failure",
-    79: "GPU fallen off the bus",
-    95: "uncontained ECC error",
-}
+from handlers.knowledge.xid import xid_info
+
 # "XidCriticalError: Xid=79 on Device=..." (device plugin), "NVRM: Xid (PCI:0000:10:1c): 79, ..."
 _XID_RE = re.compile(r"\bXid(?:=|\s*\([^)]*\)\s*:\s*|\s+)(\d+)")
 _ROW_REMAP_FAILED_RE = re.compile(r"(?i)row remap\w*\s+fail|remapping failure")
@@ -28,8 +24,9 @@ def hardware_faults(lines: list[str]) -> list[str]:
     for ln in lines:
         for m in _XID_RE.finditer(ln):
             xid = int(m[1])
-            if xid in HARDWARE_XIDS:
-                out.append(f"Xid {xid} ({HARDWARE_XIDS[xid]})")
+            info = xid_info(xid)
+            if info is not None and info.hardware:
+                out.append(f"Xid {xid} ({info.name})")
         if _ROW_REMAP_FAILED_RE.search(ln):
             out.append("row remapping failure")
     return list(dict.fromkeys(out))

@@ -134,8 +134,8 @@ def check(run: NodeRun) -> None:
     hw = [x for x, i in infos.items() if i is not None and i.hardware]
     if unhealthy is not None and hw:
         # A restarted plugin re-checks the GPUs and may list a broken one as healthy again.
-        # (chain/hardware.py already gives the repair fix for the Xids it knows; the others
-        # of knowledge/xid.yaml's hardware Xids get theirs here.)
+        # (chain/hardware.py gives the repair fix for hardware Xids in the plugin's own log
+        # lines; Xids seen only in the node's events and conditions get theirs here.)
         if any(a[0] == "restart-device-plugin" for a in unhealthy.actions):
             unhealthy.actions = [a for a in unhealthy.actions
                                  if a[0] != "restart-device-plugin"]
