@@ -22,6 +22,9 @@ from handlers.pending.context import PendingContext
 _TROUBLE = (CRASHLOOP, CREATE_ERROR, IMAGE_PULL)
 _MAX_EVIDENCE = 4
 _NO_GPU_SYMPTOMS = frozenset({"CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"})
+# What chain/cuda_context makes of a pod's insufficient-driver line, versions read.
+_CUDA_READINGS = frozenset({"CUDA_DRIVER_MISMATCH", "CONTAINER_RUNTIME_NOT_CONFIGURED",
+                            "NVML_INIT_FAILED"})
 
 
 def trouble(ctx: PendingContext) -> str | None:
@@ -95,6 +98,10 @@ def check(ctx: PendingContext) -> list[Finding]:
     node = ctx.reader.get("Node", node_name) if node_name and requests_gpu(pod) else None
     if node is not None:
         chain = check_chain(ctx.reader, [node])
+        # The chain reads this pod's "driver insufficient" lines against the node's driver
+        # and runtime (chain/cuda_context): its reading replaces the bare line's.
+        if any(f.code in _CUDA_READINGS and ref in f.objects for f in chain.findings):
+            out = [f for f in out if f.code != "CUDA_DRIVER_MISMATCH"]
         # The pod's own evidence already stands for a code the chain repeats node-wide.
         seen = {f.code for f in out}
         out += [f for f in chain.findings if f.severity.is_problem and f.code not in seen]
