@@ -14,9 +14,11 @@ from handlers.gpu import (
     gpu_traits,
     is_device_plugin_pod,
     is_gpu_resource,
+    name_of,
 )
 from handlers.kube.affinity import PodAffinityState
 from handlers.kube.resources import pod_requests
+from handlers.model import ObjectRef
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.view import ACTIVE_PODS, Obj, Reader
 
@@ -120,6 +122,14 @@ class PendingContext:
         pvs = self.reader.list("PersistentVolume") if pvcs else []
         return simulate(self.pod, self.nodes, self.pods_by_node, pvcs=pvcs, pvs=pvs,
                         gpu_resource=self.gpu_request[0])
+
+    @property
+    def target_ref(self) -> ObjectRef:
+        """What findings are about: the pod, or the controller whose pods never appeared."""
+        if self.pod_exists or self.controller is None:
+            return ObjectRef("Pod", self.pod_name, self.namespace)
+        return ObjectRef(str(self.controller.get("kind")), name_of(self.controller),
+                         self.namespace)
 
     @property
     def pod_name(self) -> str:

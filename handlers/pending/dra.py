@@ -55,23 +55,18 @@ def check(ctx: PendingContext) -> list[Finding]:
             continue
         ev = v.evidence + [x for x in sched_lines if x not in v.evidence]
         out.append(Finding(
-            CODE, v.severity, v.reason, tuple([_ref(ctx), *v.objects]), tuple(ev), v.fix))
+            CODE, v.severity, v.reason, tuple([ctx.target_ref, *v.objects]), tuple(ev), v.fix))
     if not out and any(IN_FLIGHT in line for line in sched_lines):
         # The scheduler is allocating the claim for another pod right now: transient.
         out.append(Finding(
             CODE, Severity.INFO,
             "The scheduler was allocating one of the pod's claims when it last tried; the "
             "devices it needs are there and the next attempt should place the pod.",
-            (_ref(ctx),), tuple(sched_lines),
+            (ctx.target_ref,), tuple(sched_lines),
             f"Wait a few seconds; if it stays Pending: kubectl -n {ctx.namespace} get "
             "resourceclaims -o wide"))
     return out
 
-
-def _ref(ctx: PendingContext) -> ObjectRef:
-    if ctx.pod_exists or ctx.controller is None:
-        return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
-    return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
 
 
 def _scheduler_words(ctx: PendingContext) -> list[str]:

@@ -38,11 +38,6 @@ def _owners(ctx: PendingContext) -> list[Obj]:
     return out
 
 
-def _ref(ctx: PendingContext) -> ObjectRef:
-    if ctx.pod_exists or ctx.controller is None:
-        return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
-    return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
-
 
 def check(ctx: PendingContext) -> list[Finding]:
     queue = kueue.queue_name(ctx.pod) or (
@@ -169,7 +164,7 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
              evidence: list[str] | None = None) -> Finding:
     ns = ctx.namespace
     ev = list(evidence or [])
-    objs = [_ref(ctx)]
+    objs = [ctx.target_ref]
     if wl is not None:
         objs.append(ObjectRef("Workload", name_of(wl), ns))
     cq_name = name_of(cq) if cq is not None else ""
@@ -204,7 +199,7 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
                   "admission)")
     top = reasons[0] if reasons else None
     severity = Severity.CRITICAL
-    wl_name = name_of(wl) if wl is not None else f"for {_ref(ctx)}"
+    wl_name = name_of(wl) if wl is not None else f"for {ctx.target_ref}"
     if top is None and checks:
         names = ", ".join(str(c.get("name")) for c in checks)
         severity = Severity.WARNING

@@ -95,11 +95,6 @@ def _gpu_fits(fit: NodeFit, resource: str, need: float) -> bool:
     return fit.free.get(resource, 0.0) >= need
 
 
-def _pod_ref(ctx: PendingContext) -> ObjectRef:
-    if ctx.pod_exists or ctx.controller is None:
-        return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
-    return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
-
 
 def _holders_text(fit: NodeFit, limit: int = 4) -> str:
     hs = sorted(fit.holders, key=lambda h: -h[1])
@@ -158,7 +153,7 @@ _VERDICTS: dict[str, tuple[NodeFit, str, NodeVerdict]] = {}
 
 def check(ctx: PendingContext) -> tuple[list[Finding], Placement]:
     p = run_placement(ctx)
-    ref = _pod_ref(ctx)
+    ref = ctx.target_ref
     last = latest_failed_scheduling(ctx.events)
     fitting = [f for f in p.fits if f.fits]
     if fitting:

@@ -42,11 +42,6 @@ KARPENTER_RE = re.compile(r"incompatible with nodepool|exceed limits for nodepoo
 NODEPOOL_LIMIT_RE = re.compile(r'exceed limits for nodepool "?(?P<pool>[\w.-]+)"?', re.IGNORECASE)
 
 
-def _ref(ctx: PendingContext) -> ObjectRef:
-    if ctx.pod_exists or ctx.controller is None:
-        return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
-    return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
-
 
 def _event_time(e: Obj) -> str:
     series = e.get("series") or {}
@@ -97,7 +92,7 @@ def check_scheduler(ctx: PendingContext) -> list[Finding]:
         "SCHEDULER_NOT_FOUND", Severity.CRITICAL,
         f"The pod waits for scheduler {sched!r}, which is not running; no scheduler will ever "
         "look at it or write an event.",
-        (_ref(ctx),), tuple(evidence),
+        (ctx.target_ref,), tuple(evidence),
         f"Start the scheduler (kubectl -n {ns_hint} get pods,deploy | grep {prefix}), or use the "
         "default one: remove spec.schedulerName (or set it to default-scheduler).",
     )]
@@ -161,7 +156,7 @@ def _volcano(ctx: PendingContext) -> list[Finding]:
         "GANG_INCOMPLETE", Severity.CRITICAL,
         f"Gang {group} needs {min_member} members placed at once; only {placeable} fit now, so "
         "none starts.",
-        (_ref(ctx), ObjectRef("PodGroup", group, ctx.namespace)), tuple(evidence),
+        (ctx.target_ref, ObjectRef("PodGroup", group, ctx.namespace)), tuple(evidence),
         f"Free capacity for all {min_member} members, or lower minAvailable of the Volcano job "
         f"(kubectl -n {ctx.namespace} get podgroup {group} -o yaml; "
         f"kubectl -n {ctx.namespace} edit vcjob).",
@@ -251,7 +246,8 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
             "PREEMPTION_BLOCKED", Severity.WARNING,
             f"The pod could take GPUs from lower-priority pods on {len(lower_frees)} node(s), but "
             "its preemptionPolicy is Never, so it waits for them to finish.",
-            (_ref(ctx),) + ((ObjectRef("PriorityClass", cls),) if cls else ()), tuple(evidence),
+            (ctx.target_ref,) + ((ObjectRef("PriorityClass", cls),) if cls else ()),
+            tuple(evidence),
             "Use a PriorityClass that may preempt:\napiVersion: scheduling.k8s.io/v1\n"
             f"kind: PriorityClass\nmetadata:\n  name: {cls or 'gpu-high'}-preempting\n"
             f"value: {prio}\npreemptionPolicy: PreemptLowerPriority",
@@ -266,7 +262,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
         "PREEMPTION_BLOCKED", Severity.WARNING,
         f"The GPUs the pod needs are held by higher-priority pods (up to {top}); at {who} it "
         "cannot preempt them and waits until they finish.",
-        (_ref(ctx),), tuple(evidence),
+        (ctx.target_ref,), tuple(evidence),
         "Wait for the holders, or run the pod at a higher PriorityClass (only if it should evict "
         f"them): spec.priorityClassName: <class with value > {top}>; list classes: "
         "kubectl get priorityclasses",
@@ -304,7 +300,7 @@ def check_autoscaler(ctx: PendingContext) -> list[Finding]:
         out.append(Finding(
             "AUTOSCALER_NO_SCALE_UP", Severity.WARNING,
             "cluster-autoscaler will not add a node for this pod: " + msg.split(":", 1)[-1].strip(),
-            (_ref(ctx),), (f"{e.get('reason')} ({_source(e) or 'cluster-autoscaler'}, "
+            (ctx.target_ref,), (f"{e.get('reason')} ({_source(e) or 'cluster-autoscaler'}, "
                            f"{_event_time(e)}): {msg}",),
             "Raise the GPU node group's max size (e.g. eksctl scale nodegroup --nodes-max N, or "
             "the ASG/MIG max), or fix the pod's selectors/tolerations so a group matches; details: "
@@ -322,7 +318,7 @@ def check_autoscaler(ctx: PendingContext) -> list[Finding]:
             "AUTOSCALER_NO_SCALE_UP", Severity.WARNING,
             "Karpenter will not launch a node for this pod"
             + (f": NodePool {pool['pool']} is at its limits." if pool else "."),
-            (_ref(ctx),) + ((ObjectRef("NodePool", pool["pool"]),) if pool else ()),
+            (ctx.target_ref,) + ((ObjectRef("NodePool", pool["pool"]),) if pool else ()),
             (f"{e.get('reason')} ({_source(e)}, {_event_time(e)}): {msg}",), fix,
         ))
     return out

@@ -65,11 +65,6 @@ LIMIT_RANGER_SET_RE = re.compile(r"(?P<resources>[\w./, -]+?) (?P<what>request|l
 
 
 # ------------------------------------------------------------------------------ helpers
-def _ref(ctx: PendingContext) -> ObjectRef:
-    if ctx.pod_exists or ctx.controller is None:
-        return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
-    return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
-
 
 def _q(value: Any) -> float | None:
     """The quantity, or None when it is absent or unreadable."""
@@ -229,7 +224,7 @@ def check_quota_exceeded(ctx: PendingContext, quotas: list[Obj]) -> list[Finding
             "QUOTA_EXCEEDED", Severity.CRITICAL,
             f"ResourceQuota {ex.quota} in {ctx.namespace} is used up for {key}: used {q_used} of "
             f"{q_lim}, and the pod asks {q_req} more; the API server refuses to create it.",
-            (_ref(ctx), ObjectRef("ResourceQuota", ex.quota, ctx.namespace)),
+            (ctx.target_ref, ObjectRef("ResourceQuota", ex.quota, ctx.namespace)),
             tuple(evidence),
             f"Free quota (kubectl -n {ctx.namespace} get pods -o wide: stop a holder above), or "
             f"raise it: kubectl -n {ctx.namespace} patch resourcequota {ex.quota} --type merge "
@@ -287,7 +282,7 @@ def _not_ready_status(ctx: PendingContext, qname: str, q: Obj | None,
         "QUOTA_NOT_READY", Severity.CRITICAL,
         f"ResourceQuota {qname} has no computed usage yet, so the API server refuses every new "
         "pod in the namespace until the quota controller catches up.",
-        (_ref(ctx), ObjectRef("ResourceQuota", qname, ctx.namespace)), tuple(ev),
+        (ctx.target_ref, ObjectRef("ResourceQuota", qname, ctx.namespace)), tuple(ev),
         f"Check the quota controller: kubectl -n {ctx.namespace} describe resourcequota {qname}; "
         "kube-controller-manager logs (resourcequota) and broken aggregated APIs: "
         "kubectl get apiservices | grep False",
@@ -299,7 +294,7 @@ def _must_specify(ctx: PendingContext, qname: str, evidence: list[str], what: st
         "QUOTA_NOT_READY", Severity.CRITICAL,
         f"ResourceQuota {qname} requires every container to set {what.strip()}; the pod "
         "does not, so it is refused.",
-        (_ref(ctx), ObjectRef("ResourceQuota", qname, ctx.namespace)), tuple(evidence),
+        (ctx.target_ref, ObjectRef("ResourceQuota", qname, ctx.namespace)), tuple(evidence),
         "Set them in every container (or add a LimitRange default for the namespace):\n"
         "resources:\n  requests:\n    cpu: \"8\"\n    memory: 32Gi\n  limits:\n"
         "    cpu: \"8\"\n    memory: 32Gi",
@@ -406,7 +401,7 @@ def check_sharing_miscount(ctx: PendingContext, quotas: list[Obj]) -> list[Findi
                     f"The pod asks {res}, which ResourceQuota {name_of(q)} does not count: "
                     f"GPU slices of that kind in {ctx.namespace} escape the GPU quota "
                     f"({fmt_quantity(held)} in use by other pods, uncounted).",
-                    (_ref(ctx), ObjectRef("ResourceQuota", name_of(q), ctx.namespace)),
+                    (ctx.target_ref, ObjectRef("ResourceQuota", name_of(q), ctx.namespace)),
                     (f"pod requests {res}: {fmt_quantity(need[res])}",
                      f"ResourceQuota {name_of(q)} counts only: {counted}",
                      *_holder_lines(ctx, res, 4)),
@@ -533,7 +528,7 @@ def _lr_finding(ctx: PendingContext, lrs: list[Obj], kind: str, res: str, bound:
         "LIMITRANGE_VIOLATION", Severity.CRITICAL,
         f"LimitRange {lr_name} in {ctx.namespace} allows {word} {enforced} {res} per {kind}; "
         "the pod is outside it and is refused.",
-        (_ref(ctx), ObjectRef("LimitRange", lr_name, ctx.namespace)), tuple(evidence),
+        (ctx.target_ref, ObjectRef("LimitRange", lr_name, ctx.namespace)), tuple(evidence),
         f"Ask for {word} {enforced} {res} per {kind.lower()}, or change the LimitRange: "
         f"kubectl -n {ctx.namespace} edit limitrange {lr_name}",
     )
@@ -591,7 +586,7 @@ def check_limitrange_default_gpu(ctx: PendingContext, lrs: list[Obj]) -> list[Fi
         f"LimitRange {lr_name} gives a default {', '.join(res)} to containers that ask for no "
         f"GPU: {', '.join(names)}; the pod now needs more GPUs than it meant to"
         + (" (or is invalid)." if not ctx.pod_exists else "."),
-        (_ref(ctx), ObjectRef("LimitRange", lr_name, ctx.namespace)), tuple(evidence),
+        (ctx.target_ref, ObjectRef("LimitRange", lr_name, ctx.namespace)), tuple(evidence),
         f"Remove GPU defaults (and the max/min they were derived from) from the LimitRange: "
         f"kubectl -n {ctx.namespace} edit limitrange {lr_name}; or set "
         f"{res[0]}: 0 explicitly in " + ", ".join(names) + ":\nresources:\n  limits:\n"

@@ -53,11 +53,6 @@ def containers(pod: Obj) -> Iterator[Obj]:
     yield from spec.get("containers") or []
 
 
-def _ref(ctx: PendingContext) -> ObjectRef:
-    if ctx.pod_exists or ctx.controller is None:
-        return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
-    return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
-
 
 def _failed_create(ctx: PendingContext) -> list[str]:
     return [str(e.get("message", "")) for e in ctx.controller_events
@@ -71,7 +66,7 @@ def _yaml_resources(res: str, qty: str) -> str:
 def check_gpu_quantities(ctx: PendingContext) -> list[Finding]:
     """GPU_LIMIT_MISSING, GPU_REQUEST_LIMIT_MISMATCH, GPU_FRACTIONAL_REQUEST."""
     out: list[Finding] = []
-    ref = _ref(ctx)
+    ref = ctx.target_ref
     events = _failed_create(ctx)
     for c in containers(ctx.pod):
         res = c.get("resources") or {}
@@ -189,7 +184,7 @@ def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
         return []
     advertised = {r for n in ctx.nodes for r in _advertised(n)}
     out = []
-    ref = _ref(ctx)
+    ref = ctx.target_ref
     for r, q in unknown.items():
         if _explained_by_nodes(ctx, r):
             continue  # placement asks those nodes' chain why they do not offer it
@@ -258,7 +253,7 @@ def check_gpu_not_requested(ctx: PendingContext) -> list[Finding]:
         "GPU_NOT_REQUESTED", Severity.WARNING,
         "The workload looks like it needs a GPU but requests none, so it lands on any node "
         "and sees no GPU.",
-        (_ref(ctx),), tuple(proof),
+        (ctx.target_ref,), tuple(proof),
         f"Add to container {cname}:\n" + _yaml_resources("nvidia.com/gpu", "1"),
     )]
 
@@ -280,7 +275,7 @@ def check_runtime_class(ctx: PendingContext) -> list[Finding]:
     return [Finding(
         "RUNTIMECLASS_MISSING", Severity.CRITICAL,
         f"The pod names RuntimeClass {name!r}, which does not exist, so it is never created.",
-        (_ref(ctx), ObjectRef("RuntimeClass", name)),
+        (ctx.target_ref, ObjectRef("RuntimeClass", name)),
         (f"spec.runtimeClassName: {name}",
          "RuntimeClasses: " + (", ".join(name_of(rc) for rc in existing) or "none"),
          *proof[:1]),

@@ -32,11 +32,6 @@ def is_queue_refusal(message: str) -> bool:
     return QUOTA_WORDS in message
 
 
-def _ref(ctx: PendingContext) -> ObjectRef:
-    if ctx.pod_exists or ctx.controller is None:
-        return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
-    return ObjectRef(str(ctx.controller.get("kind")), name_of(ctx.controller), ctx.namespace)
-
 
 def _annotations(obj: Obj) -> dict[str, str]:
     return (obj.get("metadata") or {}).get("annotations") or {}
@@ -86,7 +81,7 @@ def _closed_finding(ctx: PendingContext, queue: str, state: str,
         CODE, Severity.CRITICAL,
         f"Volcano queue {queue} is {state}: it takes no new work, so the workload waits "
         "(its pods are refused or never enqueued).",
-        (_ref(ctx), ObjectRef("Queue", queue)), tuple(evidence),
+        (ctx.target_ref, ObjectRef("Queue", queue)), tuple(evidence),
         f"Open the queue: vcctl queue operate --name {queue} --action open; or submit to an "
         "open queue (annotation scheduling.volcano.sh/queue-name; kubectl get queues)",
     )
@@ -133,7 +128,7 @@ def _quota_finding(ctx: PendingContext, queue_name: str, queue: Obj | None, pg: 
         CODE, Severity.CRITICAL,
         f"Volcano will not enqueue PodGroup {name_of(pg)}: queue {queue_name} has no room left "
         "(its capability or deserved share is used).",
-        (_ref(ctx), ObjectRef("PodGroup", name_of(pg), ctx.namespace),
+        (ctx.target_ref, ObjectRef("PodGroup", name_of(pg), ctx.namespace),
          ObjectRef("Queue", queue_name)), tuple(evidence), fix)
 
 
