@@ -21,7 +21,8 @@ One run:
    ``Content-Length`` summed); best of ``--repeat``;
 6. warm, in one child process: ``open_live_view`` + ``view.watch(...)``, ``wait_synced``,
    then ``handlers.why_pending.run(Reader(view), TARGET)`` ``--warm-runs`` times: p50/p95,
-   requests made during those runs (list calls must be 0), the cache's ``stats()``;
+   requests made during those runs (list calls must be 0, but for lists refused with 403:
+   the bot asks once and remembers the refusal), the cache's ``stats()``;
 7. a table, and as the last line exactly
    ``why-pending cold/baseline: X.XX  warm p50 ms: Y  peak MB: Z``.
 
@@ -258,6 +259,8 @@ def summarize(lines: list[str]) -> dict[str, Any]:
     return {
         "total": len(reqs),
         "verbs": dict(verbs),
+        # a refused list is asked once and then remembered (LiveView.refused_ttl)
+        "served_lists": sum(r.verb == "list" and r.status != "403" for r in reqs),
         "groups": groups,
         "lists": lists,
         "non_200": len(bad),
@@ -488,7 +491,7 @@ def warm_child(a: argparse.Namespace) -> int:
     from handlers.view import Reader
 
     log = RequestLogFile(Path(a.request_log))
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = {"rss_start_mb": proc_mem_mb(os.getpid())[0]}
     t0 = time.perf_counter()
     view = open_live_view(a.kubeconfig, None, timeout=a.request_timeout)
     try:
@@ -553,6 +556,7 @@ def warm_child(a: argparse.Namespace) -> int:
                 "gc_ms": gc_ms,
                 "log_requests": s["total"],
                 "log_verbs": s["verbs"],
+                "served_lists": s["served_lists"],
                 "log_groups": dict(s["groups"]),
                 "view_requests": after["requests"] - before["requests"],
                 "view_bytes": after["bytes"] - before["bytes"],
@@ -578,6 +582,8 @@ def warm_child(a: argparse.Namespace) -> int:
             out["card"] = card_split(view, a.target, a.card_runs)
         if a.churn_seconds and a.fake_pid:
             out["churn"] = churn_run(view, cache, a)
+        if a.fake_pid:
+            out["relist"] = relist_run(cache, a)
         print(json.dumps(out, default=str))
         sys.stdout.flush()
         return 0
@@ -658,6 +664,53 @@ def churn_run(view: Any, cache: Any, a: argparse.Namespace) -> dict[str, Any]:
     settled = next((m for t, m in rss if t >= min(60.0, a.churn_seconds / 2)), rss[0][1])
     return {"seconds": a.churn_seconds, "times_ms": times, "rss": rss,
             "watch_changes": changes, "drift_mb": rss[-1][1] - settled}
+
+
+def cache_mb(warm: dict[str, Any]) -> float:
+    """What the synced cache added to the warm child's RSS."""
+    return float(warm["rss_after_sync_mb"] - warm.get("rss_start_mb", 0.0))
+
+
+def relist_target(warm: dict[str, Any]) -> str:
+    """Two copies of every kind during a re-list would add what the synced cache took."""
+    relist = warm.get("relist") or {}
+    if not relist.get("synced"):
+        return ", re-list not run" if not relist else ", re-list MISSED (not synced again)"
+    grew = relist["peak_mb"] - relist["before_mb"]
+    half = cache_mb(warm) / 2
+    return f", re-list peak +{grew:.0f} MB < {half:.0f} MB {'met' if grew < half else 'MISSED'}"
+
+
+def relist_run(cache: Any, a: argparse.Namespace) -> dict[str, Any]:
+    """The fake compacts its watch history (SIGHUP): every watch ends with 410 Gone and each
+    kind is listed again while the old objects are still served. The RSS peak is taken
+    during the re-list alone (``clear_refs`` resets VmHWM): holding two copies of the pods
+    would add about what the cache took to sync."""
+    def lists() -> dict[str, int]:
+        return {kind: k["lists"] for kind, k in cache.stats()["kinds"].items()}
+
+    # the kinds being watched (not those refused or not served: they have no watch to end)
+    watched = [kind for kind, k in cache.stats()["kinds"].items()
+               if k["synced"] and not k["missing"]]
+    before = lists()
+
+    def relisted() -> bool:
+        now = lists()
+        return all(now[kind] > before[kind] for kind in watched)
+
+    rss0 = proc_mem_mb(os.getpid())[0]
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+    t = time.monotonic()
+    os.kill(a.fake_pid, signal.SIGHUP)
+    while not relisted() and time.monotonic() - t < a.sync_timeout:
+        time.sleep(0.05)
+    seconds = time.monotonic() - t
+    if not cache.wait_synced(max(0.0, a.sync_timeout - seconds)):
+        return {"synced": False, "seconds": seconds}
+    rss, peak = proc_mem_mb(os.getpid())
+    return {"synced": relisted(), "seconds": time.monotonic() - t,
+            "before_mb": rss0, "peak_mb": peak, "after_mb": rss}
 
 
 # -- report -----------------------------------------------------------------------------------
@@ -849,7 +902,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--churn-seconds", type=float, default=0,
                     help="after the warm runs, churn the cluster this long (issue 12: 600)")
     ap.add_argument("--churn-pods", type=float, default=0,
-                    help="pod changes a second while churning (default: 1%% of the pods)")
+                    help="pod changes a second while churning (default: 1%% of the pods served)")
     ap.add_argument("--churn-node-period", type=float, default=10.0,
                     help="seconds between two status updates of a node while churning")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm measurement")
@@ -945,8 +998,8 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             file=sys.stderr,
         )
 
-    churn_pods = a.churn_pods or a.pods / 100
-    churn = (["--churn-pods", str(churn_pods), "--churn-node-period", str(a.churn_node_period)]
+    churn_pods = str(a.churn_pods) if a.churn_pods else "1%"  # of the pods served
+    churn = (["--churn-pods", churn_pods, "--churn-node-period", str(a.churn_node_period)]
              if a.churn_seconds else [])
     fake = start_fake(data, work, a.server_timeout, churn)
     fake_rss, fake_hwm = proc_mem_mb(fake.proc.pid)
@@ -1122,8 +1175,8 @@ def bench(a: argparse.Namespace, work: Path) -> int:
                 f"{chr(10).join(run.stderr.strip().splitlines()[-25:])}\n---",
                 file=sys.stderr,
             )
-        elif warm.get("log_verbs", {}).get("list"):
-            warm_failure = f"{warm['log_verbs']['list']} list calls during the warm runs"
+        elif warm.get("served_lists"):
+            warm_failure = f"{warm['served_lists']} list calls during the warm runs"
 
     fake_rss, fake_hwm = proc_mem_mb(fake.proc.pid)
 
@@ -1209,6 +1262,16 @@ def bench(a: argparse.Namespace, work: Path) -> int:
                 f"({' '.join(f'{m:.0f}' for _, m in churn['rss'])})"
             )
             print(f"  churn run times ms: {' '.join(f'{x:.0f}' for x in ct[:80])}")
+        relist = warm.get("relist")
+        if relist and relist.get("synced"):
+            print(
+                f"  re-list after 410 Gone (every kind): {relist['seconds']:.1f} s; RSS "
+                f"{relist['before_mb']:.0f} MB before, peak {relist['peak_mb']:.0f} MB "
+                f"({relist['peak_mb'] - relist['before_mb']:+.0f}), {relist['after_mb']:.0f} MB "
+                f"after; the synced cache took {cache_mb(warm):.0f} MB"
+            )
+        elif relist:
+            print(f"  re-list after 410 Gone: not synced again in {relist['seconds']:.0f} s")
     elif not a.no_warm:
         print(f"{'why-pending (warm, in-process)':<32}  FAILED: {warm_failure}")
     print(
@@ -1275,6 +1338,7 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             f"churn p50 < 100 ms "
             f"{'met' if churn_p50 < 100 else 'MISSED' if churn_p50 == churn_p50 else 'not run'}"
             + (f", churn drift {churn['drift_mb']:+.0f} MB" if churn else "")
+            + relist_target(warm)
         )
     print(
         f"why-pending cold/baseline: {ratio:.2f}  warm p50 ms: {p50:.0f}  peak MB: {wp.rss_mb:.0f}"

@@ -4,6 +4,7 @@ can act on, bounded retries, prefetch, and the watch cache."""
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import socket
@@ -33,8 +34,10 @@ from bot.live import (
     open_live_view,
 )
 from bot.live.kinds import KINDS
+from bot.live.lean import Leaner
 from bot.snapshot import load_snapshot
 from bot.snapshot.view import MUST_BE_CAPTURED, SnapshotView
+from handlers.scheduler.nodeinfo import node_info
 from handlers.view import Reader, ViewError
 from tests.fake_kube import DEFAULT_USER, FakeKube, wait_until
 
@@ -410,19 +413,39 @@ def test_events_ask_the_server_with_a_field_selector(view: LiveView, fk: FakeKub
     assert req.path.startswith("/api/v1/events?")
 
 
+def _log_asks(fk: FakeKube) -> list[tuple[str, str]]:
+    logs = [r for r in settled(fk).requests if r.resource == "pods/log"]
+    assert all(r.query["tailLines"] == "200" for r in logs)
+    fk.requests.clear()
+    return sorted((r.query["container"], r.query.get("previous", "")) for r in logs)
+
+
 def test_logs_equal_the_snapshot_view(view: LiveView, snap: SnapshotView, fk: FakeKube) -> None:
+    settled(fk).requests.clear()
+    view.logs("ml-team", "crashy")
+    # main restarted: its previous instance is read too; the others only once.
+    assert _log_asks(fk) == [("main", ""), ("main", "true"), ("setup", ""), ("sidecar", "")]
     for ns, pod, container in [("research", "job-0001", None), ("research", "job-0001", "main"),
                                ("ml-team", "crashy", "main"), ("ml-team", "crashy", None),
                                ("ml-team", "crashy", "sidecar")]:
         assert view.logs(ns, pod, container) == snap.logs(ns, pod, container), (pod, container)
     assert view.logs("ml-team", "no-such-pod") is None
+
+
+def test_a_finished_instance_log_is_read_once(view: LiveView, fk: FakeKube) -> None:
+    # A crash-looping plugin is diagnosed again and again: a finished instance's log does
+    # not change, a running one's grows.
+    first = view.logs("ml-team", "crashy")
     settled(fk).requests.clear()
+    assert view.logs("ml-team", "crashy") == first
+    assert _log_asks(fk) == [("main", ""), ("sidecar", "")]  # running: asked again
+    pod = fk.store.find("Pod", "crashy", "ml-team")
+    assert pod is not None
+    main = next(cs for cs in pod["status"]["containerStatuses"] if cs["name"] == "main")
+    main["restartCount"] += 1
+    fk.store.put(pod)
     view.logs("ml-team", "crashy")
-    logs = [r for r in settled(fk).requests if r.resource == "pods/log"]
-    assert all(r.query["tailLines"] == "200" for r in logs)
-    # main restarted: its previous instance is read too; the others only once.
-    asked = sorted((r.query["container"], r.query.get("previous", "")) for r in logs)
-    assert asked == [("main", ""), ("main", "true"), ("setup", ""), ("sidecar", "")]
+    assert _log_asks(fk) == [("main", ""), ("main", "true"), ("sidecar", "")]
 
 
 def test_logs_put_the_previous_instance_first(view: LiveView, fk: FakeKube) -> None:
@@ -562,6 +585,24 @@ def test_forbidden_names_verb_resource_namespace_and_the_rule(view: LiveView,
     assert 'rules: [{apiGroups: [""], resources: ["pods"], verbs: ["list"]}]' in text
     assert "Role in ml-team" in text
     assert len(_list_requests(fk)) == 1  # 403 is not retried
+
+
+def test_a_refused_list_is_remembered_for_a_while(view: LiveView, fk: FakeKube) -> None:
+    # A bot whose RBAC leaves out a kind must not be refused again on every diagnosis.
+    fault = fk.faults.forbid("resourcequotas", verb="list", namespace="ml-team")
+    view.refused_ttl = 0.5
+    for _ in range(3):
+        with pytest.raises(ApiForbidden) as info:
+            view.list("ResourceQuota", "ml-team")
+        assert info.value.namespace == "ml-team"
+    assert len(_list_requests(fk)) == 1
+    view.list("ResourceQuota", "default")  # another namespace is asked
+    assert len(_list_requests(fk)) == 2
+    fk.faults.remove(fault)  # RBAC granted: seen once the memory expires
+    time.sleep(0.6)
+    assert [q["metadata"]["name"] for q in view.list("ResourceQuota", "ml-team")] == [
+        "gpu-quota"]
+    assert len(_list_requests(fk)) == 3
 
 
 def test_forbidden_cluster_scope_asks_for_a_cluster_role(view: LiveView, fk: FakeKube) -> None:
@@ -756,8 +797,9 @@ def test_watch_cache_syncs_and_serves_warm_reads_without_requests(
                               field_selector="spec.nodeName=gpu-2"),
                     snap.list("Pod", "ml-team", label_selector="app=trainer",
                               field_selector="spec.nodeName=gpu-2"))
-        assert holds(comparable(view.get("Node", "gpu-1") or {}),
-                     comparable(snap.get("Node", "gpu-1") or {}))
+        # the cache keeps the lean projection (bot/live/lean.py) of what the server holds
+        assert holds(comparable(view.get("Node", "gpu-1") or {}), comparable(
+            Leaner().lean("Node", copy.deepcopy(snap.get("Node", "gpu-1") or {}))))
         assert [comparable(e) for e in view.events("Pod", "crashy", "ml-team")] == [
             comparable(e) for e in snap.events("Pod", "crashy", "ml-team")]
         assert view.get("Pod", "nobody", "ml-team") is None
@@ -935,22 +977,69 @@ def test_watch_cache_applies_changes(fresh: FakeKube) -> None:
         view.close()
 
 
+def test_a_heartbeat_keeps_the_cached_node_and_its_node_info(
+        fresh: FakeKube, warm: tuple[LiveView, WatchCache]) -> None:
+    # A kubelet renews lastHeartbeatTime every 10 s on older clusters: the cache keeps the
+    # node object (and the NodeInfo built on it) unless something a handler reads changed.
+    view, cache = warm
+    node = view.get("Node", "gpu-0")
+    assert node is not None
+    info = node_info(node, view.list("Pod", field_selector="spec.nodeName=gpu-0"))
+    changes = cache.stats()["kinds"]["Node"]["changes"]
+    live = fresh.store.find("Node", "gpu-0")
+    assert live is not None and live["status"]["conditions"]
+    for cond in live["status"]["conditions"]:
+        cond["lastHeartbeatTime"] = "2031-01-01T00:00:00Z"
+    fresh.store.put(live)
+    wait_until(lambda: cache.stats()["kinds"]["Node"]["changes"] > changes)
+    assert view.get("Node", "gpu-0") is node
+    assert node_info(node, view.list("Pod", field_selector="spec.nodeName=gpu-0")) is info
+    live["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
+    fresh.store.put(live)
+    wait_until(lambda: view.get("Node", "gpu-0") is not node)
+    changed = view.get("Node", "gpu-0")
+    assert changed is not None
+    assert changed["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
+
+
 def test_watch_cache_relists_on_410(snapshot_path: Path) -> None:
     with FakeKube(snapshot_path, history=16, daemonset_delay=0.1) as fk:
         view, cache = _cache(fk)
         try:
+            before = {n["metadata"]["name"]: n for n in view.list("Node")}
             # More changes than the server's history holds, while the watch cannot read.
             with fk.store.lock:
                 for i in range(40):
                     fk.store.put({"kind": "Node", "metadata": {"name": f"burst-{i}"}})
+                gpu0 = fk.store.find("Node", "gpu-0")
+                assert gpu0 is not None
+                gpu0["metadata"]["labels"]["pool"] = "moved"
+                fk.store.put(gpu0)
             wait_until(lambda: cache.stats()["kinds"]["Node"]["lists"] >= 2)
             wait_until(lambda: len(view.list("Node")) == 44)
             node_stats = cache.stats()["kinds"]["Node"]
             assert "410" in (node_stats["last_error"] or "")
             assert node_stats["synced"] is True
+            # The re-list keeps one copy of what did not change (and its memos); only the
+            # changed node is a new object.
+            after = {n["metadata"]["name"]: n for n in view.list("Node")}
+            assert [n for n in before if after[n] is not before[n]] == ["gpu-0"]
+            assert after["gpu-0"]["metadata"]["labels"]["pool"] == "moved"
         finally:
             cache.stop()
             view.close()
+
+
+def test_watch_cache_relists_every_kind_after_compaction(
+        fresh: FakeKube, warm: tuple[LiveView, WatchCache]) -> None:
+    # etcd compaction ends every watch with 410 Gone, idle ones too; the objects that did
+    # not change are the very same ones afterwards.
+    view, cache = warm
+    pods = {p["metadata"]["name"]: p for p in view.list("Pod")}
+    fresh.store.compact()
+    wait_until(lambda: all(k["lists"] >= 2 for k in cache.stats()["kinds"].values()))
+    assert cache.settled()
+    assert all(p is pods[p["metadata"]["name"]] for p in view.list("Pod"))
 
 
 def test_watch_cache_relists_after_a_dropped_connection(fresh: FakeKube) -> None:

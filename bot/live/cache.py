@@ -177,8 +177,23 @@ class _Store:
             self.synced = True
             self.lists += 1
 
+    def kept(self, obj: Obj) -> Obj:
+        """The cached object instead of ``obj`` when they are equal: a re-list (410 Gone)
+        then holds one copy of every unchanged object, not two, and the memos built on
+        them (NodeInfos, traits) stay valid."""
+        with self.lock:
+            old = self.objects.get(self.key(obj))
+        return old if old is not None and old == obj else obj
+
     def put(self, obj: Obj) -> None:
-        k, n = self.key(obj), _size(obj)
+        k = self.key(obj)
+        with self.lock:
+            if self.objects.get(k) == obj:
+                # Nothing a handler reads changed (a node's heartbeat): keep the object
+                # and what was built on it (indexes, NodeInfos, traits).
+                self.changes += 1
+                return
+        n = _size(obj)
         with self.lock:
             self._remove(k)  # re-inserted at the end: dict order is arrival order
             self.objects[k] = obj
@@ -484,7 +499,7 @@ class WatchCache:
 
                 def keep(page: builtins.list[Obj], api_version: str,
                          info: KindInfo = info) -> builtins.list[Obj]:
-                    return [store.leaner.lean(info.kind, o)
+                    return [store.kept(store.leaner.lean(info.kind, o))
                             for o in prepare(info, page, api_version, self.misfits)]
 
                 got = self.transport.list_all(op, info.path(store.namespace),

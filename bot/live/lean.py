@@ -31,7 +31,8 @@ from handlers.view import Obj
 
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
-_DROP_META = ("managedFields", "generateName", "selfLink")
+# resourceVersion: the cache tracks the watch's own; a handler never reads an object's.
+_DROP_META = ("managedFields", "generateName", "selfLink", "resourceVersion")
 _DROP_CONTAINER = ("livenessProbe", "readinessProbe", "startupProbe", "lifecycle",
                    "terminationMessagePath", "terminationMessagePolicy", "imagePullPolicy",
                    "resizePolicy")
@@ -178,6 +179,13 @@ class Leaner:
     def _node(self, node: Obj) -> None:
         status = node.get("status")
         if isinstance(status, dict):
+            # The kubelet renews it every 10 s on older clusters; without it a heartbeat
+            # leaves the lean node equal to the kept one, which the cache then keeps
+            # (with every memo built on it).
+            for cond in status.get("conditions") or ():
+                if isinstance(cond, dict):
+                    cond.pop("lastHeartbeatTime", None)
+                    _intern_values(cond)
             for key in ("nodeInfo", "capacity", "allocatable", "daemonEndpoints"):
                 if status.get(key):
                     status[key] = self.share(status[key])

@@ -6,7 +6,8 @@ items from the API lack them) and loses ``metadata.managedFields`` (as ``kubectl
 json`` shows them); Events are filled in to the core/v1 shape the snapshot view gives.
 
 A kind whose API group is not served (a CRD that is not installed: Volcano, Kueue, the GPU
-operator) lists as ``[]`` and is remembered for ``missing_ttl`` seconds.
+operator) lists as ``[]`` and is remembered for ``missing_ttl`` seconds; a list refused
+(403) is refused again, without asking, for ``refused_ttl`` seconds.
 
 ``prefetch`` runs independent lists concurrently; a ``WatchCache`` (``cache=``) serves the
 kinds it watches without any request once synced.
@@ -34,7 +35,7 @@ from bot.snapshot.model import LoadProblem
 from handlers.kube.selectors import SelectorError
 from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 
-from .errors import KubeconfigError, Op
+from .errors import ApiForbidden, KubeconfigError, Op
 from .kinds import KINDS, KindInfo, kind_info
 from .objects import Misfits
 from .objects import prepare as _prepare
@@ -53,6 +54,8 @@ _EVENT = KINDS["Event"]
 _POD = KINDS["Pod"]
 _SPEC_LISTS = ("initContainers", "containers", "ephemeralContainers")
 _POD_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+_LOGS_KEPT_CHARS = 8 << 20  # finished instances' logs kept, in all
+
 _STATUS_LISTS = ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
 
 
@@ -78,6 +81,7 @@ class LiveView:
         missing_ttl: float = 300.0,
         prefetch_ttl: float = 60.0,
         unreachable_ttl: float = 15.0,
+        refused_ttl: float = 60.0,
     ) -> None:
         self.api_client = api_client
         self.transport = Transport(api_client, timeout=timeout, retry=retry,
@@ -90,11 +94,19 @@ class LiveView:
         self.log_limit_bytes = log_limit_bytes
         self.missing_ttl = missing_ttl
         self.prefetch_ttl = prefetch_ttl
+        self.refused_ttl = refused_ttl
         self._max_workers = max(1, max_workers)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._prefetched: dict[ListKey, tuple[float, Future[builtins.list[Obj]]]] = {}
         self._missing: dict[str, float] = {}
+        # A finished container instance's log never changes: kept (see _finished_log_key),
+        # so a crash-looping plugin's logs are read once per restart, not per diagnosis.
+        self._logs: dict[tuple[Any, ...], str] = {}
+        self._logs_size = 0
+        # (kind, namespace) -> (until, the 403): a bot whose RBAC leaves a kind out would
+        # otherwise ask, and be refused, on every diagnosis.
+        self._refused: dict[tuple[str, str | None], tuple[float, ApiForbidden]] = {}
         self._group_versions: dict[str, builtins.list[str]] = {}  # group -> served versions
         self._cache_reads = 0
         self._own_cache = False
@@ -197,8 +209,22 @@ class LiveView:
         # log: ask for "previous" only when a newer instance exists. All asked at once.
         asks = [(name, previous) for name in names
                 for previous in ((True, False) if ran.get(name) == (True, True) else (False,))]
-        got = dict(zip(asks, self._concurrently(
-            lambda ask: self._log(namespace, pod, ask[0], previous=ask[1]), asks), strict=True))
+        keys = {ask: _finished_log_key(pod_obj, *ask) for ask in asks}
+        with self._lock:
+            got = {ask: text for ask in asks
+                   if (key := keys[ask]) is not None and (text := self._logs.get(key))}
+        fetch = [ask for ask in asks if ask not in got]
+        fetched = self._concurrently(
+            lambda ask: self._log(namespace, pod, ask[0], previous=ask[1]), fetch)
+        with self._lock:
+            for ask, text in zip(fetch, fetched, strict=True):
+                got[ask] = text
+                key = keys[ask]
+                if key is not None and text and key not in self._logs:
+                    self._logs[key] = text
+                    self._logs_size += len(text)
+                    while self._logs_size > _LOGS_KEPT_CHARS:  # the oldest go first
+                        self._logs_size -= len(self._logs.pop(next(iter(self._logs))))
         parts: builtins.list[str] = []
         for name in names:
             texts = [got[ask] for ask in asks if ask[0] == name]
@@ -314,6 +340,9 @@ class LiveView:
                 return found
         if self._is_missing(info.kind):
             return []
+        refused = self._refused.get((info.kind, ns))
+        if refused is not None and time.monotonic() < refused[0]:
+            raise refused[1].with_traceback(None)
         op = Op("list", info.kind, info.group, info.plural, ns, info.namespaced)
         query: dict[str, str] = {}
         if label_selector:
@@ -321,7 +350,12 @@ class LiveView:
         if field_selector:
             query["fieldSelector"] = field_selector
         with gc_paused():
-            got = self.transport.list_all(op, info.path(ns), query, page_size=self.page_size)
+            try:
+                got = self.transport.list_all(op, info.path(ns), query,
+                                              page_size=self.page_size)
+            except ApiForbidden as err:
+                self._refused[(info.kind, ns)] = (time.monotonic() + self.refused_ttl, err)
+                raise
             if got is None:
                 if not info.builtin:
                     self._remember_missing(info.kind)
@@ -516,6 +550,28 @@ def _container_names(pod: Obj) -> builtins.list[str]:
     spec = pod.get("spec") or {}
     names = [str(c.get("name", "")) for key in _SPEC_LISTS for c in _dicts(spec.get(key))]
     return builtins.list(dict.fromkeys(n for n in names if n))
+
+
+def _finished_log_key(pod: Obj, container: str, previous: bool) -> tuple[Any, ...] | None:
+    """What names the container instance a log read returns, when that instance has
+    finished (its log is complete); None for a running one, whose log grows. Without
+    ``previous`` the kubelet serves the current instance, or the last terminated one while
+    the container waits (CrashLoopBackOff)."""
+    uid = (pod.get("metadata") or {}).get("uid")
+    status = pod.get("status") or {}
+    for cs in (cs for key in _STATUS_LISTS for cs in _dicts(status.get(key))):
+        if cs.get("name") != container:
+            continue
+        state, last = cs.get("state") or {}, cs.get("lastState") or {}
+        if previous or "waiting" in state:
+            instance = last.get("terminated")
+        else:
+            instance = state.get("terminated")
+        if not uid or not isinstance(instance, dict):
+            return None
+        # restartCount numbers the instances: the current one, or previous's one before it
+        return (uid, container, previous, cs.get("restartCount"), instance.get("finishedAt"))
+    return None
 
 
 def _ran(pod: Obj) -> dict[str, tuple[bool, bool]]:

@@ -3,11 +3,12 @@
     python -m tests.fake_kube --snapshot PATH --kubeconfig-out FILE [--port N]
                               [--log-requests FILE] [--token T] [--daemonset-delay S]
                               [--daemonset-outcome NS/NAME=ready|crashloop ...]
-                              [--churn-pods N --churn-node-period S]
+                              [--churn-pods N|P% --churn-node-period S]
 
-With ``--churn-pods``, SIGUSR1 starts churn (``churn.py``: N pod changes a second, every
-node's heartbeat every S seconds) and SIGUSR2 stops it: the benchmark starts it once its
-watch cache has synced.
+With ``--churn-pods``, SIGUSR1 starts churn (``churn.py``: N pod changes a second, or P% of
+the served pods a second, and every node's heartbeat every S seconds) and SIGUSR2 stops it:
+the benchmark starts it once its watch cache has synced. SIGHUP compacts the watch history,
+so every watch ends with 410 Gone and its client lists again.
 
 Writes the kubeconfig first, then prints one line, ``ready http://127.0.0.1:PORT``, once
 the server accepts connections.
@@ -32,6 +33,14 @@ def _outcome(text: str) -> tuple[str, str]:
     return key, value
 
 
+def _rate(text: str) -> tuple[float, bool]:
+    """``N`` pods a second, or ``P%`` of the pods a second: (value, is_percent)."""
+    try:
+        return (float(text[:-1]), True) if text.endswith("%") else (float(text), False)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or P%, got {text!r}") from None
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.fake_kube",
                                      description="A fake Kubernetes API server for tests.")
@@ -45,8 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--daemonset-delay", type=float, default=2.0)
     parser.add_argument("--daemonset-outcome", type=_outcome, action="append", default=[])
     parser.add_argument("--pod-termination-delay", type=float, default=0.0)
-    parser.add_argument("--churn-pods", type=float, default=0.0,
-                        help="pod changes a second while churning (SIGUSR1 starts, SIGUSR2 stops)")
+    parser.add_argument("--churn-pods", type=_rate, default=(0.0, False),
+                        help="pod changes a second, N or P%% of the pods, while churning "
+                             "(SIGUSR1 starts, SIGUSR2 stops)")
     parser.add_argument("--churn-node-period", type=float, default=10.0,
                         help="seconds between two heartbeats of a node while churning")
     args = parser.parse_args(argv)
@@ -64,8 +74,12 @@ def main(argv: list[str] | None = None) -> int:
                     pod_termination_delay=args.pod_termination_delay,
                     log_requests=args.log_requests)
     fake.start()
-    if args.churn_pods > 0:
-        churn = Churn(fake.store, pods_per_s=args.churn_pods,
+    signal.signal(signal.SIGHUP, lambda *_: fake.store.compact())
+    rate, percent = args.churn_pods
+    if rate > 0:
+        if percent:
+            rate = rate / 100 * len(fake.store.names("Pod"))
+        churn = Churn(fake.store, pods_per_s=rate,
                       node_period=args.churn_node_period)
         signal.signal(signal.SIGUSR1, lambda *_: churn.start())
         signal.signal(signal.SIGUSR2, lambda *_: churn.stop())

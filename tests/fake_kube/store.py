@@ -378,6 +378,13 @@ class Store:
         except st.ApiError:
             return None
 
+    def names(self, kind: str) -> list[Key]:
+        """Test helper: (namespace, name) of every object of a kind, without decoding any."""
+        rt = self.registry.by_kind(kind)
+        if rt is None:
+            raise KeyError(kind)
+        return [(e.ns, e.name) for e in self.list(rt, None).entries]
+
     def all(self, kind: str, namespace: str | None = None) -> list[Obj]:
         """Test helper: every object of a kind, as dicts with kind set."""
         rt = self.registry.by_kind(kind)
@@ -954,6 +961,14 @@ class Store:
                 if ch is not None and ch.rv == r:
                     out.append(ch)
             return out
+
+    def compact(self) -> None:
+        """Forget the watch history, as etcd's compaction does: every watch behind the
+        newest change ends with 410 Gone and its client must list again."""
+        with self.changed:
+            self.rv += 1  # a revision of its own, so that every watcher is behind it
+            self.floor = self.rv
+            self.changed.notify_all()
 
     def close(self) -> None:
         with self.changed:
