@@ -156,6 +156,12 @@ def check(ctx: PendingContext) -> tuple[list[Finding], Placement]:
     ref = ctx.target_ref
     last = latest_failed_scheduling(ctx.events)
     fitting = [f for f in p.fits if f.fits]
+    if fitting and ctx.pod_scope is not None:
+        # "It fits" read from the GPU nodes' pods alone could miss an existing pod's
+        # zone-wide anti-affinity on a CPU node: say it only after reading every pod.
+        ctx.read_every_pod()
+        p = run_placement(ctx)
+        fitting = [f for f in p.fits if f.fits]
     if fitting:
         return _fits_somewhere(ctx, p, fitting, last, ref), p
 
