@@ -75,7 +75,7 @@ class PendingContext:
             # zone or rack topology spans CPU nodes too): only a full read answers it.
             return None
         names = [t.name for t in self._traits if t.gpu_like or res in t.offered]
-        if len(names) * SCOPE_FRACTION > len(self.nodes):
+        if not names or len(names) * SCOPE_FRACTION > len(self.nodes):
             return None
         if self.every_pod or self.scheduler_named_pod_affinity:
             # An existing pod's required anti-affinity is symmetric: a pod on a CPU node

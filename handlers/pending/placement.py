@@ -21,6 +21,7 @@ from handlers.gpu import (
     MIG_NOT_APPLIED,
     MIG_RESOURCE_RE,
     MIG_STRATEGY_LABEL,
+    VOLCANO_GPU_RESOURCES,
     expected_gpu_count,
     gpu_memory_mib,
     gpu_product,
@@ -484,6 +485,8 @@ def _least_disruptive(usable: list[NodeFit], res: str, need: float) -> str:
 def _advertises_less(node: Obj, fit: NodeFit, res: str) -> bool:
     """The node offers fewer GPUs than it physically has (or none at all)."""
     alloc = fit.allocatable.get(res, 0.0)
+    if res in VOLCANO_GPU_RESOURCES:  # vGPU slots, not cards: only "none" is telling
+        return alloc == 0
     return res == GPU_RESOURCE and (alloc == 0 or alloc < _physical(node, fit, res))
 
 
