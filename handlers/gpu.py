@@ -272,7 +272,7 @@ def is_operator_controller(pod: Mapping[str, Any]) -> bool:
 
 
 def requests_gpu(pod: Mapping[str, Any]) -> bool:
-    """Any container (or init container) asks for an nvidia.com/ resource."""
+    """Any container (or init container) asks for a GPU resource (``is_gpu_resource``)."""
     spec = pod.get("spec") or {}
     for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
         res = c.get("resources") or {}
