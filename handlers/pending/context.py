@@ -98,9 +98,9 @@ class PendingContext:
         if scope is None:
             return None
         return (f"required anti-affinity of pods on the {len(self.nodes) - len(scope)} "
-                "nodes without GPUs: only the GPU nodes' pods were read (large cluster); the "
-                "pod fits on no GPU node anyway, and no scheduler message names inter-pod "
-                "affinity")
+                "nodes without GPUs: their pods were not read (GPU nodes are at most "
+                f"1/{SCOPE_FRACTION} of the nodes, so only theirs were); the pod fits on no GPU "
+                "node anyway, and no scheduler message names inter-pod affinity")
 
     @cached_property
     def scheduler_named_pod_affinity(self) -> bool:
