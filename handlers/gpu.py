@@ -19,7 +19,15 @@ GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 MIG_RESOURCE_RE = re.compile(r"^nvidia\.com/mig-\d+g\.\d+gb(\.me)?$")
 # Other vendors' GPU resources, so that a typo check knows what a GPU resource looks like.
-OTHER_GPU_RESOURCES = ("amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe")
+# Volcano's device plugins count NVIDIA GPUs under their own names: vGPUs
+# (volcano.sh/vgpu-number, device-split-count per card:
+# https://github.com/Project-HAMi/volcano-vgpu-device-plugin README) and whole cards
+# (volcano.sh/gpu-number: https://volcano.sh/en/docs/user-guide/how_to_use_gpu_number/).
+# Their siblings volcano.sh/vgpu-memory, vgpu-cores, vgpu-memory-percentage and
+# gpu-memory size a share of a card; they are not GPU counts and are left out.
+VOLCANO_GPU_RESOURCES = ("volcano.sh/vgpu-number", "volcano.sh/gpu-number")
+OTHER_GPU_RESOURCES = ("amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe",
+                       *VOLCANO_GPU_RESOURCES)
 
 NFD_PCI_NVIDIA = "feature.node.kubernetes.io/pci-10de.present"
 
@@ -264,7 +272,7 @@ def is_operator_controller(pod: Mapping[str, Any]) -> bool:
 
 
 def requests_gpu(pod: Mapping[str, Any]) -> bool:
-    """Any container (or init container) asks for an nvidia.com/ resource."""
+    """Any container (or init container) asks for a GPU resource (``is_gpu_resource``)."""
     spec = pod.get("spec") or {}
     for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
         res = c.get("resources") or {}

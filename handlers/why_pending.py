@@ -370,6 +370,8 @@ def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> placement.Placeme
     if ctx.nodes:
         found, p = placement.check(ctx)
         diag.nodes = placement.verdicts(p)
+        if ctx.scope_note:
+            diag.unchecked.append(ctx.scope_note)
         if gate:
             # Held before the scheduler: node fit matters only once the gate opens.
             diag.unchecked.append(f"placement findings: {gate}; the per-node table shows "

@@ -12,6 +12,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
+from handlers.chain import hook_context
 from handlers.chain.daemonsets import DsIssue, event_message
 from handlers.chain.extras import labels_check, make_row, mig_check, sharing_check
 from handlers.chain.fixcontext import ClusterSetup, operator_seen
@@ -351,7 +352,7 @@ class NodeRun:
                 causes = [ln for c, ln in found if c not in EVIDENCE_ONLY][:_MAX_LOG_EVIDENCE]
                 ev = st.state_evidence() + [f"pod {st.label} {ln}" for ln in causes] + twin_ev
                 self.add("DEVICE_PLUGIN_CRASHLOOP", ev + ([] if causes else tail), st=st)
-                self.log_findings(st, found)
+                self.log_findings(st, hook_context.chain_reading(self, st, found))
             else:
                 msgs = self.events(st) if kind == CREATING else []
                 found = [x for m in msgs for x in sourced(m, "event")]

@@ -20,6 +20,7 @@ from handlers.kube.affinity import PodAffinityState
 from handlers.kube.resources import pod_requests
 from handlers.model import ObjectRef
 from handlers.scheduler.filters import NodeFit, simulate
+from handlers.scheduler.messages import parse_scheduling_message
 from handlers.view import ACTIVE_PODS, Obj, Reader
 
 
@@ -49,6 +50,7 @@ class PendingContext:
     events: list[Obj] = field(default_factory=list)
     controller_events: list[Obj] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    every_pod: bool = False  # True: never scope the pod read to the GPU nodes
 
     @cached_property
     def nodes(self) -> list[Obj]:
@@ -73,7 +75,44 @@ class PendingContext:
             # zone or rack topology spans CPU nodes too): only a full read answers it.
             return None
         names = [t.name for t in self._traits if t.gpu_like or res in t.offered]
-        return names if len(names) * SCOPE_FRACTION <= len(self.nodes) else None
+        if not names or len(names) * SCOPE_FRACTION > len(self.nodes):
+            return None
+        if self.every_pod or self.scheduler_named_pod_affinity:
+            # An existing pod's required anti-affinity is symmetric: a pod on a CPU node
+            # with a zone topologyKey turns the target away from every GPU node of its
+            # zone. The scheduler said inter-pod affinity stopped it: read every pod.
+            return None
+        return names
+
+    def read_every_pod(self) -> None:
+        """Drop the GPU-node scope: what was worked out from it is worked out again from
+        every pod (placement calls this before it says the pod fits somewhere)."""
+        self.every_pod = True
+        for name in ("pod_scope", "pods_by_node", "plugin_nodes", "node_fits"):
+            self.__dict__.pop(name, None)
+
+    @property
+    def scope_note(self) -> str | None:
+        """What the GPU-node scope left unread, for the diagnosis's "not checked"."""
+        scope = self.pod_scope
+        if scope is None:
+            return None
+        return (f"required anti-affinity of pods on the {len(self.nodes) - len(scope)} "
+                "nodes without GPUs: their pods were not read (GPU nodes are at most "
+                f"1/{SCOPE_FRACTION} of the nodes, so only theirs were); the pod fits on no GPU "
+                "node anyway, and no scheduler message names inter-pod affinity")
+
+    @cached_property
+    def scheduler_named_pod_affinity(self) -> bool:
+        """Whether a FailedScheduling event or the PodScheduled condition of the target
+        names kube-scheduler's InterPodAffinity filter, in any release's words."""
+        messages = [str(e.get("message") or "") for e in self.events
+                    if e.get("reason") == "FailedScheduling"]
+        messages += [str(c.get("message") or "")
+                     for c in (self.pod.get("status") or {}).get("conditions") or []
+                     if c.get("type") == "PodScheduled" and c.get("status") == "False"]
+        return any(r.category in ("pod_affinity", "pod_anti_affinity")
+                   for m in messages if m for r in parse_scheduling_message(m).reasons)
 
     @cached_property
     def _traits(self) -> list[GpuTraits]:

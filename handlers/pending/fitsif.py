@@ -93,7 +93,10 @@ class _Sim:
         # runs. Otherwise a node's verdict is its own: only the nodes a change can help run
         # (existing pods' anti-affinity is then judged within those nodes).
         aff = spec.get("affinity") or {}
-        self.whole = bool(aff.get("podAffinity") or aff.get("podAntiAffinity"))
+        # So does an existing pod's anti-affinity that turned the pod away: its topology
+        # (a zone) may span a new node like those it blocks.
+        self.whole = bool(aff.get("podAffinity") or aff.get("podAntiAffinity")) or any(
+            r.filter == "InterPodAffinity" for f in ctx.node_fits for r in f.rejections)
         self.scope = None if self.whole or scope is None else set(scope)
 
     def run(self, pod: Obj | None = None, nodes: Mapping[str, Obj] | None = None,

@@ -21,6 +21,7 @@ from handlers.gpu import (
     MIG_NOT_APPLIED,
     MIG_RESOURCE_RE,
     MIG_STRATEGY_LABEL,
+    VOLCANO_GPU_RESOURCES,
     expected_gpu_count,
     gpu_memory_mib,
     gpu_product,
@@ -156,6 +157,12 @@ def check(ctx: PendingContext) -> tuple[list[Finding], Placement]:
     ref = ctx.target_ref
     last = latest_failed_scheduling(ctx.events)
     fitting = [f for f in p.fits if f.fits]
+    if fitting and ctx.pod_scope is not None:
+        # "It fits" read from the GPU nodes' pods alone could miss an existing pod's
+        # zone-wide anti-affinity on a CPU node: say it only after reading every pod.
+        ctx.read_every_pod()
+        p = run_placement(ctx)
+        fitting = [f for f in p.fits if f.fits]
     if fitting:
         return _fits_somewhere(ctx, p, fitting, last, ref), p
 
@@ -478,6 +485,8 @@ def _least_disruptive(usable: list[NodeFit], res: str, need: float) -> str:
 def _advertises_less(node: Obj, fit: NodeFit, res: str) -> bool:
     """The node offers fewer GPUs than it physically has (or none at all)."""
     alloc = fit.allocatable.get(res, 0.0)
+    if res in VOLCANO_GPU_RESOURCES:  # vGPU slots, not cards: only "none" is telling
+        return alloc == 0
     return res == GPU_RESOURCE and (alloc == 0 or alloc < _physical(node, fit, res))
 
 

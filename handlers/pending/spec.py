@@ -17,6 +17,7 @@ from handlers.gpu import (
     MIG_NOT_APPLIED,
     MIG_RESOURCE_RE,
     MIG_STRATEGY_LABEL,
+    VOLCANO_GPU_RESOURCES,
     is_gpu_resource,
     labels,
     name_of,
@@ -24,6 +25,7 @@ from handlers.gpu import (
 from handlers.kube.quantity import QuantityError, is_whole, parse_quantity
 from handlers.model import Finding, ObjectRef, Severity
 from handlers.pending.context import PendingContext
+from handlers.scheduler.filters import SHARE_PARAMETERS
 from handlers.view import Obj
 
 # Images that only make sense with a GPU: CUDA bases and GPU builds of ML frameworks.
@@ -176,7 +178,8 @@ def _advertised(node: Obj, only: Iterable[str] | None = None) -> set[str]:
 
 def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
     """UNKNOWN_GPU_RESOURCE or, for MIG profiles on single-strategy nodes, MIG_STRATEGY_MISMATCH."""
-    wanted = requested_gpu_resources(ctx.pod)
+    wanted = {r: q for r, q in requested_gpu_resources(ctx.pod).items()
+              if r not in SHARE_PARAMETERS}
     # Usually some node offers each: stop at the first instead of reading every node.
     unknown = {r: q for r, q in wanted.items()
                if not any(r in _advertised(n, (r,)) for n in ctx.nodes)}
@@ -223,6 +226,8 @@ def _explained_by_nodes(ctx: PendingContext, resource: str) -> bool:
     applied yet (failed, pending)."""
     if resource == GPU_RESOURCE:
         return bool(ctx.gpu_like)
+    if resource in VOLCANO_GPU_RESOURCES:  # its plugin runs, or GPU nodes wait for one
+        return bool(ctx.gpu_like or ctx.plugin_nodes)
     if MIG_RESOURCE_RE.match(resource):
         return any(labels(n).get(MIG_CONFIG_STATE_LABEL) in MIG_NOT_APPLIED
                    for n in ctx.nodes)

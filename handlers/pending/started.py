@@ -17,6 +17,7 @@ from handlers.chain.pods import CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, p
 from handlers.gpu import requests_gpu
 from handlers.logpatterns import classify_log
 from handlers.model import Finding, ObjectRef, Severity
+from handlers.pending import hooks
 from handlers.pending.context import PendingContext
 
 _TROUBLE = (CRASHLOOP, CREATE_ERROR, IMAGE_PULL)
@@ -77,6 +78,9 @@ def check(ctx: PendingContext) -> list[Finding]:
         # GPU_NOT_REQUESTED (spec.check_gpu_not_requested), not a driver or runtime fault.
         own = [(c, line) for c, line in own if c not in _NO_GPU_SYMPTOMS]
     found += own
+    if node_name:  # a hook that ran on a node without GPUs: the runtime, not the driver
+        found, misplaced = hooks.misplaced(ctx, ctx.reader.get("Node", node_name), found)
+        out += misplaced
     by_code: dict[str, list[str]] = {}
     for code, line in found:
         if code == "DEVICE_ADMISSION_FAILED" and out:

@@ -81,7 +81,14 @@ FILTERS = ("NodeName", "NodeUnschedulable", "NodeReady", "NodePressure", "NodeAf
            "NodePorts")
 
 GPU_RESOURCE = "nvidia.com/gpu"
-_OTHER_GPU_RESOURCES = ("amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe")
+# handlers.gpu.OTHER_GPU_RESOURCES (this package imports only handlers.kube)
+_OTHER_GPU_RESOURCES = ("amd.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/xe",
+                        "volcano.sh/vgpu-number", "volcano.sh/gpu-number")
+# Sizes of a vGPU share that Volcano's scheduler leaves out of its resource fit
+# (IgnoredDevicesList, pkg/scheduler/api/resource_info.go; its deviceshare plugin places
+# them on a card): no node needs to advertise them.
+SHARE_PARAMETERS = frozenset({"volcano.sh/vgpu-memory", "volcano.sh/vgpu-memory-percentage",
+                              "volcano.sh/vgpu-cores"})
 
 _PRESSURE_CONDITIONS = (("MemoryPressure", TAINT_MEMORY_PRESSURE),
                         ("DiskPressure", TAINT_DISK_PRESSURE),
@@ -338,7 +345,8 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
     spec = pod.get("spec") or {}
     tolerations: list[Obj] = list(spec.get("tolerations") or ())
     wanted_node = spec.get("nodeName") or ""
-    requests = {k: v for k, v in pod_requests_view(pod).items() if v > 0}
+    requests = {k: v for k, v in pod_requests_view(pod).items()
+                if v > 0 and k not in SHARE_PARAMETERS}
     gpu_res = gpu_resource or _default_gpu_resource(requests)
     best_effort = is_best_effort(pod)
     node_aff = NodeAffinity(pod)

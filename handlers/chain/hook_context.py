@@ -1,0 +1,78 @@
+"""The NVIDIA container hook run where no GPU is: the runtime, not the driver.
+
+With the NVIDIA runtime as a node's default runtime, its hook runs for every container whose
+image sets ``NVIDIA_VISIBLE_DEVICES`` (every CUDA base image, the device plugin's own image),
+whether the pod asked for a GPU or not. On a node without GPUs or driver the hook then fails
+("initialization error: nvml error: driver not loaded", "load library failed:
+libnvidia-ml.so.1", "cuda error: unknown error" in 2018: NVIDIA/k8s-device-plugin#52). Alone
+such a line says the host has no driver (``DRIVER_NOT_READY``); on a node with no GPU
+resource and no GPU label, for a pod that asks none, nothing shows a GPU to drive: the hook
+was applied where it should not be (kubernetes-sigs/dra-driver-nvidia-gpu#402), a runtime
+fault. why-pending (``handlers.pending.hooks``) and the node chain (device-plugin pods) read
+it alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from handlers.gpu import NFD_PCI_NVIDIA, gpu_traits, labels
+from handlers.model import Severity
+
+if TYPE_CHECKING:
+    from handlers.chain.node import NodeRun
+    from handlers.chain.pods import PodState
+
+CODE = "CONTAINER_RUNTIME_NOT_CONFIGURED"
+_HOOKS = ("nvidia-container-cli", "nvidia-container-runtime-hook")
+_NFD_PREFIX = "feature.node.kubernetes.io/"
+
+
+def hook_driver_line(code: str, line: str) -> bool:
+    """A container hook's "no driver on the host" line."""
+    return code == "DRIVER_NOT_READY" and any(h in line for h in _HOOKS)
+
+
+def without_gpus(node: Mapping[str, Any]) -> bool:
+    """No GPU resource in capacity and no GPU label (handlers/knowledge/gpu_nodes.yaml)."""
+    return not gpu_traits(node).gpu_like
+
+
+def node_evidence(node: Mapping[str, Any]) -> str:
+    name = str((node.get("metadata") or {}).get("name") or "")
+    nfd = any(k.startswith(_NFD_PREFIX) for k in labels(node))
+    return (f"node {name}: no GPU resource in capacity and no GPU label"
+            + (f" ({NFD_PCI_NVIDIA} absent while NFD labels the node)" if nfd else
+               " (no NFD labels either: nothing shows an NVIDIA PCI device on it)"))
+
+
+def summary(node: str) -> str:
+    return (f"The NVIDIA container hook runs on {node}, a node without GPUs, and fails for "
+            "want of a driver: the NVIDIA runtime is applied where it should not be (the "
+            "node's default runtime, for an image that sets NVIDIA_VISIBLE_DEVICES).")
+
+
+def fix(node: str) -> str:
+    return (f"Keep runc the default runtime on {node} and other nodes without GPUs: "
+            "configure the NVIDIA runtime only on GPU nodes, and without --set-as-default "
+            "(nvidia-ctk runtime configure --runtime=containerd), and give GPU pods "
+            "runtimeClassName: nvidia. Keep GPU-only DaemonSets off such nodes (nodeSelector "
+            "nvidia.com/gpu.present: \"true\"). A pod that needs no GPU can opt out of the "
+            "hook:\nenv:\n- name: NVIDIA_VISIBLE_DEVICES\n  value: void\n"
+            f"(If {node} does have GPUs, its driver is what is missing: gpubot doctor {node}.)")
+
+
+def chain_reading(run: NodeRun, st: PodState,
+                  found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """A failing device-plugin pod's hook lines on a node that advertises no GPU and
+    carries no GPU label: the runtime finding instead of the driver's; ``found`` without
+    them. (The chain makes every finding on such a node a warning: it may be a GPU node
+    nothing labels.)"""
+    hook = [ln for c, ln in found if hook_driver_line(c, ln)]
+    if not hook or not run.plugin_only:
+        return found
+    run.f.add(CODE, Severity.CRITICAL, summary(run.name), objects=[run.ref, st.ref],
+              evidence=[*(f"pod {st.label} {ln}" for ln in hook[:2]), node_evidence(run.node)],
+              fix=fix(run.name))
+    return [(c, ln) for c, ln in found if not hook_driver_line(c, ln)]
