@@ -99,6 +99,9 @@ class Reader:
         self._logs: dict[tuple[str, str, str | None], str | None] = {}
         self._node_pods: dict[str, builtins.list[Obj]] = {}  # pods_on's answers
         self.failed_kinds: set[str] = set()
+        # What checks work out once from this Reader's reads (the chain's inventories): it
+        # lives and dies with the Reader, as those reads do.
+        self.memo: dict[str, Any] = {}
 
     def _fail(self, err: ViewError, kind: str) -> None:
         if err.fatal:

@@ -8,7 +8,6 @@ indexed by node.
 from __future__ import annotations
 
 import re
-import weakref
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -117,11 +116,11 @@ class Inventory:
         return None
 
 
-# Inventories per Reader and node scope: why-pending may ask the chain about several node
-# sets, and a Reader's reads never change during a diagnosis.
+# Inventories per node scope, kept in the Reader's memo: why-pending may ask the chain about
+# several node sets, and a Reader's reads never change during a diagnosis. (Not a
+# WeakKeyDictionary keyed by the Reader: an Inventory holds its Reader, so no entry ever
+# died, and every diagnosis leaked its reads.)
 _Key = tuple[frozenset[str], bool] | None
-_CACHE: weakref.WeakKeyDictionary[Reader, dict[_Key, Inventory]] = (
-    weakref.WeakKeyDictionary())
 
 
 def build_inventory(reader: Reader, scope: Iterable[str] | None = None, *,
@@ -130,7 +129,7 @@ def build_inventory(reader: Reader, scope: Iterable[str] | None = None, *,
     field-selected list per node); ``cluster_pods`` adds the pods of the operator's
     namespaces, for its own controller (a whole-cluster doctor wants it, the chain of a
     few nodes does not)."""
-    cached = _CACHE.setdefault(reader, {})
+    cached: dict[_Key, Inventory] = reader.memo.setdefault("inventories", {})
     key = None if scope is None else (frozenset(scope), cluster_pods)
     inv = cached.get(None) or cached.get(key)  # a full inventory serves any scope
     if inv is None:

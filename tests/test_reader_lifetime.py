@@ -1,0 +1,32 @@
+"""Nothing a diagnosis works out outlives its Reader: the bot runs thousands of diagnoses on
+one watch cache, and a memo that kept its Reader (and so every list the diagnosis read)
+grew the bot's memory by tens of kilobytes a diagnosis. Memos that outlive a diagnosis
+are keyed by the cluster's objects (docs/design.md, "Warm diagnoses")."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import pytest
+
+from bot.snapshot import load_snapshot
+from handlers import doctor, why_pending
+from handlers.view import Reader
+from tests.scenarios import Scenario, load_scenarios
+
+SCENARIOS = load_scenarios()
+
+
+@pytest.mark.parametrize("s", SCENARIOS, ids=[s.name for s in SCENARIOS])
+def test_a_diagnosis_keeps_nothing_of_its_reader(s: Scenario) -> None:
+    view = load_snapshot(s.snapshot)
+    reader = Reader(view)
+    if s.command == "why-pending" and s.target:
+        why_pending.run(reader, s.target, s.namespace)
+    else:
+        doctor.run(reader, s.node)
+    gone = weakref.ref(reader)
+    del reader
+    gc.collect()
+    assert gone() is None, [type(r).__name__ for r in gc.get_referrers(gone())]
