@@ -508,6 +508,9 @@ def warm_child(a: argparse.Namespace) -> int:
 
         t1 = time.perf_counter()
         out["warmed_nodes"] = warm(Reader(view))  # as `gpubot serve` does once synced
+        from bot.live.cache import settle_gc
+
+        settle_gc()
         out["warm_up_s"] = time.perf_counter() - t1
         out["rss_after_warm_mb"] = proc_mem_mb(os.getpid())[0]
         import gc

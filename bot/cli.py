@@ -290,7 +290,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     if args.command == "serve":
         from bot.serve import serve
 
-        return serve(args)
+        return serve(args, whole_process=True)
     if args.command == "completion":
         from bot.completion import script
 

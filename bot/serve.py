@@ -66,9 +66,10 @@ def _settings(args: argparse.Namespace, env: dict[str, str]) -> Settings:
     return load_settings(getattr(args, "config", None), env, overrides).validate()
 
 
-def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | None,
-                                              Callable[[], None]]:
-    """(the view the bot reads, a readiness probe or None, close)."""
+def open_cluster(settings: Settings, *, settle: bool = False
+                 ) -> tuple[ClusterView, Callable[[], bool] | None, Callable[[], None]]:
+    """(the view the bot reads, a readiness probe or None, close); ``settle``: see
+    ``_warm_when_synced``."""
     from bot.slack.reads import SharedReads
     if settings.snapshot:
         from bot.snapshot import load_snapshot
@@ -81,7 +82,7 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
                           timeout=settings.kube_timeout, callers=settings.workers)
     if settings.watch:
         cache = live.watch(namespaces={"ConfigMap": settings.operator_namespace})
-        threading.Thread(target=_warm_when_synced, args=(live, cache), daemon=True,
+        threading.Thread(target=_warm_when_synced, args=(live, cache, settle), daemon=True,
                          name="gpubot-warm").start()
 
     def probe() -> bool:
@@ -103,8 +104,10 @@ def open_cluster(settings: Settings) -> tuple[ClusterView, Callable[[], bool] | 
     return SharedReads(live, ttl=settings.coalesce_ttl), probe, close
 
 
-def _warm_when_synced(view: ClusterView, cache: WatchCache) -> None:
-    """Once every kind is synced, build what warm diagnoses remember (``handlers.warm``)."""
+def _warm_when_synced(view: ClusterView, cache: WatchCache, settle: bool) -> None:
+    """Once every kind is synced, build what warm diagnoses remember (``handlers.warm``);
+    ``settle``: then set the collector's policy for a big cache (``settle_gc``)."""
+    from bot.live.cache import settle_gc
     from handlers.view import Reader
     from handlers.warm import warm
 
@@ -117,6 +120,8 @@ def _warm_when_synced(view: ClusterView, cache: WatchCache) -> None:
     except Exception:  # a warm-up that fails costs speed, never the bot
         log.exception("warming the diagnosis memos failed")
         return
+    if settle:
+        settle_gc()
     log.info("watch cache synced; %d GPU nodes warmed in %.1f s", n, time.monotonic() - started)
 
 
@@ -159,9 +164,11 @@ def _logging(level: str, secrets: list[str], log_format: str = "text") -> None:
 
 def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
           err: TextIO | None = None, ready: Callable[[BotServer], None] | None = None,
-          stop: threading.Event | None = None) -> int:
+          stop: threading.Event | None = None, whole_process: bool = False) -> int:
     """Run until SIGTERM/SIGINT (or ``stop`` is set). ``ready(server)`` is called once
-    serving (tests use it to learn the port)."""
+    serving (tests use it to learn the port). ``whole_process``: the bot is the program
+    (``gpubot serve``), so it may set process-wide policy (the collector's, once the watch
+    cache is warm: ``bot.live.cache.settle_gc``); tests that serve in a thread do not."""
     err = err or sys.stderr
     from bot.slack.app import SlackBot
     from bot.slack.config import ConfigError
@@ -174,7 +181,7 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
         return EXIT_USAGE
     _logging(settings.log_level, settings.secrets(), settings.log_format)
     try:
-        view, probe, close_view = open_cluster(settings)
+        view, probe, close_view = open_cluster(settings, settle=whole_process)
     except ViewError as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_NOT_FOUND

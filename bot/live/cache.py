@@ -592,6 +592,25 @@ class WatchCache:
         return None
 
 
+# Collector thresholds for a process that holds a synced cache: see settle_gc.
+GC_THRESHOLDS = (100_000, 50, 100)
+
+
+def settle_gc() -> None:
+    """Once the cache has synced and the memos are warm (``handlers.warm``): what exists now
+    is moved out of the cycle collector's sight, and the collector runs far less often.
+
+    With the default thresholds (700, 10, 10), a bot whose cache takes 2,000 watch changes
+    a second (the full-size churn benchmark) spent 27% of its time in the collector and
+    warm why-pending's p50 went from 0.17 s to 1.1 s; with these, 2% (and 0.4 s). Cached
+    objects are acyclic and freed by reference counting; only cyclic garbage waits for
+    the collector, which still runs every 100,000 net allocations.
+    """
+    gc.collect()  # the warm-up's own cyclic garbage, not to be frozen with the rest
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def _size(obj: Obj) -> int:
     return len(orjson.dumps(obj))
 
