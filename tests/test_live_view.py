@@ -1002,6 +1002,32 @@ def test_a_heartbeat_keeps_the_cached_node_and_its_node_info(
     assert changed["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-H100-80GB-HBM3"
 
 
+def test_a_kind_refused_again_and_again_is_warned_about_once(
+        fresh: FakeKube, caplog: pytest.LogCaptureFixture) -> None:
+    fresh.faults.forbid("daemonsets", verb="list")
+    caplog.set_level(logging.DEBUG, logger="bot.live.cache")
+    view, cache = _cache(fresh, backoff=0.01, max_backoff=0.02)
+    try:
+        wait_until(lambda: cache.stats()["kinds"]["DaemonSet"]["errors"] >= 3)
+        said = [r for r in caplog.records if "DaemonSet" in r.getMessage()]
+        assert [r.levelno for r in said][:3] == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    finally:
+        cache.stop()
+        view.close()
+
+
+def test_settle_gc_freezes_what_exists_and_raises_the_thresholds() -> None:
+    # In a process of its own: the policy is process-wide.
+    code = ("import gc\n"
+            "from bot.live.cache import GC_THRESHOLDS, settle_gc\n"
+            "kept = [{'a': [i]} for i in range(5000)]\n"
+            "settle_gc()\n"
+            "print(gc.get_threshold() == GC_THRESHOLDS, gc.get_freeze_count() >= 10000)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True)
+    assert out.stdout.split() == ["True", "True"]
+
+
 def test_watch_cache_relists_on_410(snapshot_path: Path) -> None:
     with FakeKube(snapshot_path, history=16, daemonset_delay=0.1) as fk:
         view, cache = _cache(fk)

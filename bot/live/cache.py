@@ -105,6 +105,7 @@ class _Store:
     evicted: int = 0
     errors: int = 0
     last_error: str | None = None
+    said: str | None = None  # the error last logged as a warning since the kind last synced
     fns: dict[str, _IndexFn] = field(init=False)
     # index name -> value -> keys (a dict as an ordered set)
     indexes: dict[str, dict[Hashable, dict[_Key, None]]] = field(init=False)
@@ -441,6 +442,7 @@ class WatchCache:
                     self._relist(store)
                     listing = relist = False
                     failures = 0
+                    store.said = None
                     if store.missing:
                         self._stop.wait(self.missing_retry)
                         relist = True
@@ -451,15 +453,18 @@ class WatchCache:
                     return
                 failures += 1
                 delay = self._delay(failures)
+                text = f"{type(err).__name__}: {err}"
                 with store.lock:
                     store.errors += 1
-                    store.last_error = f"{type(err).__name__}: {err}"
+                    store.last_error = text
+                    repeated, store.said = store.said == text, text
                     if listing:
                         store.synced = False
                         store.forbidden = isinstance(err, ApiForbidden)
-                log.warning("watch cache %s: %s %s; listing again in %.1fs",
-                            store.info.kind, "list failed:" if listing else "watch broke:",
-                            store.last_error, delay)
+                # The same error again (a kind RBAC leaves out, every 30 s): said once.
+                log.log(logging.DEBUG if repeated else logging.WARNING,
+                        "watch cache %s: %s %s; listing again in %.1fs", store.info.kind,
+                        "list failed:" if listing else "watch broke:", text, delay)
                 relist = True
                 self._stop.wait(delay)
                 continue
