@@ -598,7 +598,7 @@ class WatchCache:
 
 
 # Collector thresholds for a process that holds a synced cache: see settle_gc.
-GC_THRESHOLDS = (100_000, 50, 100)
+GC_THRESHOLDS = (100_000, 20, 10)
 
 
 def settle_gc() -> None:
@@ -607,9 +607,10 @@ def settle_gc() -> None:
 
     With the default thresholds (700, 10, 10), a bot whose cache takes 2,000 watch changes
     a second (the full-size churn benchmark) spent 27% of its time in the collector and
-    warm why-pending's p50 went from 0.17 s to 1.1 s; with these, 2% (and 0.4 s). Cached
-    objects are acyclic and freed by reference counting; only cyclic garbage waits for
-    the collector, which still runs every 100,000 net allocations.
+    warm why-pending's p50 went from 0.17 s to 1.1 s; with higher ones, 2% (and 0.4 s).
+    Cached objects are acyclic and a diagnosis's Reader is freed by reference counting
+    (tests/test_reader_lifetime.py); the rest of the cyclic garbage waits for the
+    collector: young objects every 100,000 net allocations, all every 20 million.
     """
     gc.collect()  # the warm-up's own cyclic garbage, not to be frozen with the rest
     gc.freeze()

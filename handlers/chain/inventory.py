@@ -75,7 +75,8 @@ def _workload_failing(pod: Obj) -> bool:
 
 @dataclass
 class Inventory:
-    reader: Reader
+    # No reference to its Reader: the Reader's memo holds the Inventory, and a cycle would
+    # keep every read of a diagnosis alive until a full collection.
     now: datetime
     nodes: list[Obj] = field(default_factory=list)
     node_by_name: dict[str, Obj] = field(default_factory=dict)
@@ -165,7 +166,7 @@ def device_plugin_nodes(reader: Reader) -> set[str]:
 
 
 def _build(reader: Reader, key: _Key) -> Inventory:
-    inv = Inventory(reader, reader.now())
+    inv = Inventory(reader.now())
     inv.nodes = reader.list("Node")
     inv.node_by_name = {name_of(n): n for n in inv.nodes}
     inv.daemonsets = reader.list("DaemonSet")
