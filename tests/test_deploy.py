@@ -3,8 +3,6 @@ ha components, the few writes their features need; every overlay renders and val
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +12,7 @@ import pytest
 import yaml
 
 from bot.live.kinds import KINDS
+from tests.real_binaries import kubectl, require
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 BASE = DEPLOY / "base"
@@ -28,16 +27,6 @@ WRITES = {
                                                  ("coordination.k8s.io", "leases"))
                          for v in ("create", "update", "patch", "delete")},
 }
-
-
-def need(tool: str) -> str:
-    """The tool's path; a skip where it is missing, but a failure in CI, which has it."""
-    path = shutil.which(tool)
-    if path is None:
-        if os.environ.get("CI"):
-            pytest.fail(f"{tool} is missing in CI")
-        pytest.skip(f"{tool} not installed")
-    return path
 
 
 def _rules(path: Path) -> list[tuple[str, str, set[str], str]]:
@@ -135,7 +124,7 @@ def test_ha_and_actions_use_the_kubernetes_store() -> None:
 
 
 def _render(target: Path) -> list[dict[str, Any]]:
-    out = subprocess.run([need("kubectl"), "kustomize", str(target)], capture_output=True,
+    out = subprocess.run([kubectl(), "kustomize", str(target)], capture_output=True,
                          text=True, timeout=60, check=True).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
@@ -156,7 +145,7 @@ def test_every_overlay_renders_and_validates_for_kubernetes_1_30(overlay: str) -
     docs = _render(DEPLOY / "overlays" / overlay)
     validator = Path(sys.executable).with_name("kubernetes-validate")
     if not validator.exists():
-        validator = Path(need("kubernetes-validate"))
+        validator = Path(require("kubernetes-validate", hint="pip install -e .[dev]")[0])
     builtin = [d for d in docs if d["kind"] not in ("ServiceMonitor", "PrometheusRule")]
     res = subprocess.run([str(validator), "-k", "1.30.0", "--strict", "-"],
                          input=yaml.safe_dump_all(builtin), capture_output=True, text=True,

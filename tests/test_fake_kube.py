@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from urllib3.exceptions import MaxRetryError, ProtocolError
 
 from tests.fake_kube import FakeKube, wait_until
 from tests.fake_kube.fixtures import api_client_fixture, connect, fake_kube_fixture
+from tests.real_binaries import kubectl as require_kubectl
 
 # The client's own annotations are partial (untyped calls, Optional everywhere): tests treat
 # it as dynamic.
@@ -607,8 +607,8 @@ def kubectl(fake: FakeKube, tmp_path: Path, *args: str) -> subprocess.CompletedP
                           capture_output=True, text=True, env=env, timeout=20, check=False)
 
 
-@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
 def test_kubectl_get_nodes_and_pods(fk: FakeKube, tmp_path: Path) -> None:
+    require_kubectl()
     out = kubectl(fk, tmp_path, "get", "nodes,pods", "-A")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()

@@ -7,10 +7,9 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
-from tests.real_binaries import require
+from tests.real_binaries import kubectl, require
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy/prometheus"
 ALERTS = {"GPUQuotaExceeded", "GPUResourceExhaustion", "GPUDevicePluginDown",
@@ -77,10 +76,7 @@ def test_alertmanager_receiver_example_passes_amtool() -> None:
 
 
 def test_the_monitoring_overlay_installs_the_rules() -> None:
-    kubectl = shutil.which("kubectl")  # from the image, not Debian: skip cleanly without it
-    if kubectl is None:
-        pytest.skip("kubectl not installed")
-    out = subprocess.run([kubectl, "kustomize", str(DEPLOY.parent / "overlays/monitoring")],
+    out = subprocess.run([kubectl(), "kustomize", str(DEPLOY.parent / "overlays/monitoring")],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     rules = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "PrometheusRule"]
     assert [(r["metadata"]["name"], r["metadata"]["namespace"]) for r in rules] == [
