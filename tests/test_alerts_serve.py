@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import io
 import json
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 
-from bot.slack.server import BotServer
 from tests.alert_payloads import TOKEN, alert, webhook
 from tests.fake_slack import FakeSlack
 from tests.fake_slack.harness import ROOT
 from tests.real_prometheus import free_port
+from tests.serving import serving
 from tests.test_slack_serve import parse, run_serve
 
 
@@ -32,7 +30,6 @@ def test_a_bad_prometheus_url_is_refused() -> None:
 
 def test_serve_takes_alerts_and_diagnoses_with_an_unreachable_prometheus(
         tmp_path: Path) -> None:
-    from bot.serve import serve
 
     with FakeSlack() as slack:
         env = {"SLACK_BOT_TOKEN": "xoxb-serve", "SLACK_SIGNING_SECRET": "s",
@@ -43,19 +40,8 @@ def test_serve_takes_alerts_and_diagnoses_with_an_unreachable_prometheus(
                "GPUBOT_PROMETHEUS_TIMEOUT": "2"}
         args = parse(["--snapshot", str(ROOT / "examples/unhealthy-gpus-xid"), "--mode", "http",
                       "--host", "127.0.0.1"])
-        started: list[BotServer] = []
-        ready, stop, result = threading.Event(), threading.Event(), []
-
-        def on_ready(server: BotServer) -> None:
-            started.append(server)
-            ready.set()
-
-        t = threading.Thread(target=lambda: result.append(
-            serve(args, env=env, err=io.StringIO(), ready=on_ready, stop=stop)))
-        t.start()
-        try:
-            assert ready.wait(10)
-            url = started[0].url + "/alertmanager"
+        with serving(args, env) as server:
+            url = server.url + "/alertmanager"
             body = json.dumps(webhook([alert("GPUNotAdvertised", node="dgx-h100-07")])).encode()
             try:
                 urllib.request.urlopen(urllib.request.Request(url, data=body), timeout=5)
@@ -74,10 +60,6 @@ def test_serve_takes_alerts_and_diagnoses_with_an_unreachable_prometheus(
             text = " ".join(json.dumps(c.blocks) for c in thread)
             assert "doctor dgx-h100-07" in text
             assert "METRICS_UNAVAILABLE" in text  # said, and the diagnosis still ran
-        finally:
-            stop.set()
-            t.join(20)
-        assert result == [0]
 
 
 def test_the_kubernetes_store_needs_a_live_cluster() -> None:

@@ -4,9 +4,7 @@ reads and say so; once synced, the GPU nodes' NodeInfos are built before anyone 
 from __future__ import annotations
 
 import argparse
-import io
 import logging
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -15,14 +13,14 @@ from pathlib import Path
 import pytest
 
 from bot.live import open_live_view
-from bot.serve import add_arguments, serve
-from bot.slack.server import BotServer
+from bot.serve import add_arguments
 from handlers.scheduler import nodeinfo
 from handlers.view import Reader
 from handlers.warm import warm
 from tests.fake_kube import FakeKube
 from tests.fake_slack import FakeSlack
 from tests.fake_slack.harness import ROOT
+from tests.serving import serving
 
 EXAMPLE = ROOT / "examples" / "plugin-crashloop-cuda-mismatch"
 
@@ -47,25 +45,15 @@ def test_readyz_waits_for_the_cache_and_the_bot_logs_each_kind_synced(
         add_arguments(p)
         args = p.parse_args(["--kubeconfig", str(kubeconfig), "--mode", "http",
                              "--host", "127.0.0.1"])
-        started: list[BotServer] = []
-        ready, stop = threading.Event(), threading.Event()
-        t = threading.Thread(target=serve, args=(args,), kwargs=dict(
-            env=env, err=io.StringIO(), ready=lambda s: (started.append(s), ready.set()),
-            stop=stop))
-        t.start()
-        try:
-            assert ready.wait(10)
-            url = started[0].url + "/readyz"
+        with serving(args, env) as server:
+            url = server.url + "/readyz"
             assert _status(url) == 503  # pods still listing
             fk.faults.remove(slow)
             deadline = time.monotonic() + 30
             while _status(url) != 200:
                 assert time.monotonic() < deadline, "never ready"
-                started[0].bot._cluster = None  # do not wait out the probe's 10 s memo
+                server.bot._cluster = None  # do not wait out the probe's 10 s memo
                 time.sleep(0.2)
-        finally:
-            stop.set()
-            t.join(20)
     synced = [r.getMessage() for r in caplog.records if "synced," in r.getMessage()]
     assert any(m.startswith("watch cache: Pod synced") for m in synced)
     assert any(m.startswith("watch cache: Node synced") for m in synced)

@@ -10,9 +10,9 @@ import urllib.request
 from typing import Any
 
 from bot.serve import add_arguments, serve
-from bot.slack.server import BotServer
 from tests.fake_slack import FakeSlack, signed_headers
 from tests.fake_slack.harness import ROOT
+from tests.serving import serving
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -27,21 +27,8 @@ def test_serve_a_snapshot_in_http_mode_and_stop_cleanly() -> None:
                "SLACK_API_URL": slack.api_url, "GPUBOT_PORT": "0"}
         args = parse(["--snapshot", str(ROOT / "examples/gpu-fragmentation"), "--mode", "http",
                       "--host", "127.0.0.1"])
-        started: list[BotServer] = []
-        stop = threading.Event()
-        ready = threading.Event()
-        result: list[int] = []
-
-        def on_ready(server: BotServer) -> None:
-            started.append(server)
-            ready.set()
-
-        t = threading.Thread(target=lambda: result.append(
-            serve(args, env=env, err=io.StringIO(), ready=on_ready, stop=stop)))
-        t.start()
-        try:
-            assert ready.wait(10)
-            url = started[0].url
+        with serving(args, env) as server:
+            url = server.url
             with urllib.request.urlopen(url + "/readyz", timeout=5) as r:
                 assert r.status == 200
             body = ("command=%2Fgpu&text=nodes&user_id=U1&channel_id=C1&channel_name=x"
@@ -53,10 +40,6 @@ def test_serve_a_snapshot_in_http_mode_and_stop_cleanly() -> None:
             card = slack.wait_for("chat.postMessage")[0]
             assert card.params["channel"] == "C1"
             assert slack.calls("auth.test")  # readiness in HTTP mode
-        finally:
-            stop.set()
-            t.join(20)
-        assert result == [0]
 
 
 def run_serve(argv: list[str], env: dict[str, Any]) -> tuple[int, str]:
