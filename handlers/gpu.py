@@ -83,6 +83,9 @@ class GpuTraits(NamedTuple):
     name: str
     gpu_like: bool  # advertises GPUs or is labelled for them
     offered: frozenset[str]  # GPU resources listed in allocatable (even at 0)
+    driver: str | None  # driver_version
+    cuda: str | None  # cuda_version
+    expected: int | None  # expected_gpu_count
 
 
 # node name -> its traits; see gpu_traits
@@ -100,7 +103,8 @@ def gpu_traits(node: Mapping[str, Any]) -> GpuTraits:
         return hit
     alloc = (node.get("status") or {}).get("allocatable") or {}
     traits = GpuTraits(node, name, advertises_gpus(node) or has_gpu_labels(node),
-                       frozenset(r for r in alloc if is_gpu_resource(r)))
+                       frozenset(r for r in alloc if is_gpu_resource(r)),
+                       driver_version(node), cuda_version(node), expected_gpu_count(node))
     if meta.get("uid"):
         if len(_TRAITS) >= 50_000:
             _TRAITS.clear()

@@ -12,7 +12,7 @@ Workload (Kueue), ClusterPolicy (GPU operator).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -97,7 +97,7 @@ class Reader:
         self._gets: dict[tuple[str, str, str | None], Obj | None] = {}
         self._events: dict[tuple[str, str, str | None], builtins.list[Obj]] = {}
         self._logs: dict[tuple[str, str, str | None], str | None] = {}
-        self._node_pods: dict[str, builtins.list[Obj]] = {}  # pods_on's answers
+        self._node_pods: dict[str, Sequence[Obj]] = {}  # pods_on's answers
         self.failed_kinds: set[str] = set()
         # What checks work out once from this Reader's reads (the chain's inventories): it
         # lives and dies with the Reader, as those reads do.
@@ -139,14 +139,14 @@ class Reader:
         if callable(start) and todo:
             start(todo)
 
-    def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]]:
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, Sequence[Obj]]:
         """The pods bound to each of ``nodes``, instead of every pod of the cluster: a
         watch cache answers them in one pass, else one field-selected list per node, fetched
         together. Each node's answer is kept for the rest of the diagnosis."""
         nodes = builtins.list(nodes)
         names = [n for n in dict.fromkeys(nodes) if n not in self._node_pods]
         bulk = getattr(self.view, "pods_on", None)  # a watch cache answers all at once
-        found: dict[str, builtins.list[Obj]] | None = (
+        found: Mapping[str, Sequence[Obj]] | None = (
             bulk(names) if callable(bulk) and names else None)
         if found is None:
             self.prefetch([("Pod", None, None, f"spec.nodeName={n}") for n in names])

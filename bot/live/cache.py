@@ -31,7 +31,7 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,8 +109,8 @@ class _Store:
     fns: dict[str, _IndexFn] = field(init=False)
     # index name -> value -> keys (a dict as an ordered set)
     indexes: dict[str, dict[Hashable, dict[_Key, None]]] = field(init=False)
-    # (index name, value) -> the list lookup() handed out, dropped when the entry changes
-    looked_up: dict[tuple[str, Hashable], builtins.list[Obj]] = field(default_factory=dict)
+    # (index name, value) -> the tuple lookup() handed out, dropped when the entry changes
+    looked_up: dict[tuple[str, Hashable], tuple[Obj, ...]] = field(default_factory=dict)
     # label key -> value -> keys: built by the first selector on that key, then kept current
     labels: dict[str, dict[str, dict[_Key, None]]] = field(default_factory=dict)
     # projects and shares what is kept; used by this kind's watch thread only
@@ -125,17 +125,17 @@ class _Store:
         ns = str(meta.get("namespace") or "") if self.info.namespaced else ""
         return ns, str(meta.get("name") or "")
 
-    def lookup(self, index: str, value: Hashable) -> builtins.list[Obj]:
+    def lookup(self, index: str, value: Hashable) -> tuple[Obj, ...]:
         """Objects whose ``index`` value is ``value``; call with the lock held.
 
-        The list is shared and must not be changed: it is kept and handed out again until
-        an object joins, leaves or is replaced in that entry (a warm diagnosis reads the
-        pods of a thousand nodes this way).
+        The tuple is kept and handed out again until an object joins, leaves or is replaced
+        in that entry (a warm diagnosis reads the pods of a thousand nodes this way): the
+        same tuple means the same objects, so a NodeInfo built on it is still current.
         """
         found = self.looked_up.get((index, value))
         if found is None:
             keys = self.indexes[index].get(value, {})
-            found = self.looked_up[(index, value)] = [self.objects[k] for k in keys]
+            found = self.looked_up[(index, value)] = tuple(self.objects[k] for k in keys)
         return found
 
     def lookup_label(self, key: str, values: Iterable[str]) -> builtins.list[Obj] | None:
@@ -371,7 +371,7 @@ class WatchCache:
         # Narrow by an index: the node's pods, a label's values, the namespace, else scan.
         by_label = next((r for r in reqs if r.op in ("=", "in")), None)
         with store.lock:
-            objs: builtins.list[Obj] | None = None
+            objs: Sequence[Obj] | None = None
             if "spec.nodeName" in wanted and "node" in store.indexes:
                 objs = store.lookup("node", wanted["spec.nodeName"])
                 if len(fields) == 1:
@@ -388,10 +388,11 @@ class WatchCache:
                     if match_labels(label_selector, (o.get("metadata") or {}).get("labels"))]
         if field_selector:
             objs = [o for o in objs if match_fields(field_selector, o)]
-        return objs
+        return objs if isinstance(objs, builtins.list) else builtins.list(objs)
 
-    def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]]:
-        """The pods bound to each node (by ``spec.nodeName``), in one pass."""
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, tuple[Obj, ...]]:
+        """The pods bound to each node (by ``spec.nodeName``), in one pass; a node's tuple
+        is the same object until its pods change."""
         store = self._stores["Pod"]
         with store.lock:
             return {n: store.lookup("node", n) for n in nodes}
@@ -407,9 +408,8 @@ class WatchCache:
         store = self._stores["Event"]
         with store.lock:
             found = store.lookup("about", (kind, name))
-        if namespace is not None:
-            found = [e for e in found if (involved_key(e) or ("", "", ""))[2] == namespace]
-        return sorted(found, key=event_time)
+        return sorted((e for e in found if namespace is None
+                       or (involved_key(e) or ("", "", ""))[2] == namespace), key=event_time)
 
     def stats(self) -> dict[str, Any]:
         """Objects and approximate JSON bytes per kind (and in all), sync state, counters."""

@@ -234,7 +234,7 @@ class LiveView:
                          if not any(m.strip() in t for t in texts))
         return join_parts(parts) if parts else None
 
-    def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]] | None:
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, tuple[Obj, ...]] | None:
         """The pods bound to each node, from the watch cache in one pass; None when the
         cache does not hold pods (the caller then lists them node by node)."""
         cache = self._warm("Pod", None)

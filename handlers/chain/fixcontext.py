@@ -13,10 +13,11 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from handlers.gpu import cuda_version, driver_version, labels, name_of
+from handlers.gpu import driver_version, gpu_traits, labels, name_of
 from handlers.view import Obj
 
 DEPLOY_DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
@@ -60,6 +61,7 @@ def manages(policies: list[Obj], component: str, node: Obj | None = None, *,
                    str(spec.get("version") or ""))
 
 
+@functools.lru_cache(maxsize=1024)  # a cluster runs a handful of driver versions
 def _version_key(v: str) -> tuple[int, ...]:
     out = []
     for part in v.split("."):
@@ -100,8 +102,8 @@ class ClusterSetup:
     @classmethod
     def read(cls, policies: list[Obj], readable: bool, plugin_daemonsets: list[Obj],
              nodes: list[Obj], plugin_pods: list[Obj]) -> ClusterSetup:
-        drivers = sorted(((_version_key(v), v, name_of(n), cuda_version(n) or "")
-                          for n in nodes if (v := driver_version(n))), reverse=True)
+        drivers = sorted(((_version_key(t.driver), t.driver, t.name, t.cuda or "")
+                          for t in map(gpu_traits, nodes) if t.driver), reverse=True)
         return cls(policies, readable, _plugin_managed(policies, readable, plugin_daemonsets),
                    drivers, _ready_image(plugin_pods))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -129,7 +130,7 @@ class PendingContext:
         return {t.name for t in self._traits if t.gpu_like}
 
     @cached_property
-    def pods_by_node(self) -> dict[str, list[Obj]]:
+    def pods_by_node(self) -> dict[str, Sequence[Obj]]:
         scope = self.pod_scope
         if scope is not None:  # terminated pods included: they hold nothing, simulate knows
             return self.reader.pods_on(scope)

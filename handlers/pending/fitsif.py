@@ -14,9 +14,10 @@ mistake a what-if for a newer version of the real object.
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -98,15 +99,26 @@ class _Sim:
         self.whole = bool(aff.get("podAffinity") or aff.get("podAntiAffinity")) or any(
             r.filter == "InterPodAffinity" for f in ctx.node_fits for r in f.rejections)
         self.scope = None if self.whole or scope is None else set(scope)
+        # Node names in the cluster's order, and the scope's, worked out once: a search
+        # runs the filters a dozen times over a thousand nodes.
+        self.order = {name: i for i, name in enumerate(ctx.nodes_by_name)}
+        self.in_scope = None if self.scope is None else self._ordered(self.scope)
+
+    def _ordered(self, names: Collection[str]) -> list[str]:
+        return sorted((n for n in names if n in self.order), key=self.order.__getitem__)
 
     def run(self, pod: Obj | None = None, nodes: Mapping[str, Obj] | None = None,
-            pods_by_node: Mapping[str, list[Obj]] | None = None,
+            pods_by_node: Mapping[str, Sequence[Obj]] | None = None,
             resource: str | None = None, only: Collection[str] | None = None
             ) -> dict[str, NodeFit]:
         nodes = nodes or {}
-        keep = None if self.whole else (set(only) if only is not None else self.scope)
-        all_nodes = [nodes.get(name_of(n), n) for n in self.ctx.nodes
-                     if keep is None or name_of(n) in keep]
+        by_name = self.ctx.nodes_by_name
+        names: Iterable[str] = by_name
+        if not self.whole and only is not None:
+            names = self._ordered(only)
+        elif not self.whole and self.in_scope is not None:
+            names = self.in_scope
+        all_nodes = [nodes.get(n) or by_name[n] for n in names]
         fits = simulate(pod or self.ctx.pod, all_nodes, pods_by_node or self.ctx.pods_by_node,
                         pvcs=self.pvcs, pvs=self.pvs,
                         gpu_resource=resource or self.ctx.gpu_request[0])
@@ -141,18 +153,19 @@ class _Search:
         self.broken = broken  # nodes a discovery-chain finding is about
         self.fits = {f.node: f for f in fits}
         self.gpu_nodes = gpu_nodes
-        self.physical = physical
+        self.physical = functools.cache(physical)  # asked for the same nodes by every step
         self.res, self.need = ctx.gpu_request
         self.sim = _Sim(ctx, gpu_nodes)
         self.found: list[Change] = []
         self.near: list[tuple[int, str]] = []  # (rejections left, "option: what it lacks")
+        self._pool = [f for n, f in sorted(self.fits.items()) if n in gpu_nodes]
 
     # -- helpers ---------------------------------------------------------------------
     def pool(self) -> list[NodeFit]:
-        return [f for n, f in sorted(self.fits.items()) if n in self.gpu_nodes]
+        return self._pool
 
     def _try_node(self, name: str, node: Obj, label: str,
-                  pods_by_node: Mapping[str, list[Obj]] | None = None) -> bool:
+                  pods_by_node: Mapping[str, Sequence[Obj]] | None = None) -> bool:
         got = self.sim.run(nodes={name: node}, pods_by_node=pods_by_node, only=(name,)).get(name)
         if got is not None and got.fits:
             return True
@@ -441,22 +454,20 @@ def fewest_holders(holders: list[tuple[str, float]],
     """The fewest holders whose GPUs cover ``deficit``; among those, the fewest GPUs moved."""
     if deficit <= 0:
         return []
-    if sum(g for _, g in holders) < deficit:
-        return None
     hs = sorted(holders, key=lambda h: (-h[1], h[0]))
-    if len(hs) > _MAX_BRUTE:  # greedy: biggest first, then the smallest that still covers
-        pick, left = [], deficit
-        for h in hs:
-            if left <= 0:
-                break
-            pick.append(h)
-            left -= h[1]
-        return pick
-    for k in range(1, len(hs) + 1):
-        combos = [c for c in itertools.combinations(hs, k) if sum(g for _, g in c) >= deficit]
-        if combos:
-            return list(min(combos, key=lambda c: (sum(g for _, g in c), [r for r, _ in c])))
-    return None
+    # The fewest pods that can cover it are the biggest ones: no k-1 pods can.
+    left, k = deficit, 0
+    for _, g in hs:
+        if left <= 0:
+            break
+        left -= g
+        k += 1
+    if left > 0:
+        return None
+    if len(hs) > _MAX_BRUTE:  # greedy: the biggest k
+        return hs[:k]
+    combos = [c for c in itertools.combinations(hs, k) if sum(g for _, g in c) >= deficit]
+    return list(min(combos, key=lambda c: (sum(g for _, g in c), [r for r, _ in c])))
 
 
 def _renamed(pod: Obj, old: str, new: str) -> dict[str, Any]:

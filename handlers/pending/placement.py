@@ -22,9 +22,9 @@ from handlers.gpu import (
     MIG_RESOURCE_RE,
     MIG_STRATEGY_LABEL,
     VOLCANO_GPU_RESOURCES,
-    expected_gpu_count,
     gpu_memory_mib,
     gpu_product,
+    gpu_traits,
     labels,
     name_of,
 )
@@ -493,7 +493,7 @@ def _advertises_less(node: Obj, fit: NodeFit, res: str) -> bool:
 def _physical(node: Obj, fit: NodeFit, res: str) -> float:
     """GPUs the node has: the most of allocatable, capacity and the GFD/cloud count label."""
     cap = parse_quantity((node.get("status", {}).get("capacity") or {}).get(res))
-    expected = float(expected_gpu_count(node) or 0) if res == GPU_RESOURCE else 0.0
+    expected = float(gpu_traits(node).expected or 0) if res == GPU_RESOURCE else 0.0
     return max(fit.allocatable.get(res, 0.0), cap, expected)
 
 

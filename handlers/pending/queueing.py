@@ -187,13 +187,17 @@ def _room(ctx: PendingContext, member: Obj) -> tuple[int, list[str]]:
 
 
 # ------------------------------------------------------------------------ preemption
-def _priority_of(ctx: PendingContext, pod: Mapping[str, Any]) -> tuple[int, str, str]:
-    """(priority, class name, preemptionPolicy) as admission resolves them."""
+def _priority_of(ctx: PendingContext, pod: Mapping[str, Any],
+                 classes: dict[str, Obj | None]) -> tuple[int, str, str]:
+    """(priority, class name, preemptionPolicy) as admission resolves them; ``classes``
+    keeps the PriorityClasses read (thousands of holders share a few)."""
     spec = pod.get("spec") or {}
     cls = str(spec.get("priorityClassName") or "")
     prio = spec.get("priority")
     policy = spec.get("preemptionPolicy")
-    pc = ctx.reader.get("PriorityClass", cls) if cls else None
+    if cls and cls not in classes:
+        classes[cls] = ctx.reader.get("PriorityClass", cls)
+    pc = classes.get(cls)
     if pc is not None:
         if prio is None:
             prio = pc.get("value")
@@ -205,7 +209,8 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
     gres, need = main_gpu_request(ctx.pod)
     if not gres or not ctx.nodes or (ctx.pod.get("spec") or {}).get("nodeName"):
         return []
-    prio, cls, policy = _priority_of(ctx, ctx.pod)
+    classes: dict[str, Obj | None] = {}
+    prio, cls, policy = _priority_of(ctx, ctx.pod, classes)
     fits = ctx.node_fits
     if any(f.fits for f in fits):
         return []
@@ -219,19 +224,18 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
         info = node_info(ctx.nodes_by_name[f.node], ctx.pods_by_node.get(f.node, []))
         for facts in info.extended:
             if facts.ref in held:
-                prio_of[facts.ref] = _priority_of(ctx, facts.pod)
+                prio_of[facts.ref] = _priority_of(ctx, facts.pod, classes)
     def lower(x: int) -> bool:
         return x < prio
 
     def higher(x: int) -> bool:
         return x > prio
 
-    lower_frees = [f for f in blocked
-                   if f.free.get(gres, 0.0) + _held(f, prio_of, lower) >= need]
-    higher_blocks = [f for f in blocked
-                     if f.free.get(gres, 0.0) + _held(f, prio_of, lower) < need
-                     <= f.free.get(gres, 0.0) + _held(f, prio_of, lower)
-                     + _held(f, prio_of, higher)]
+    # Per node: free + what lower-priority pods hold, and what higher-priority ones hold.
+    room = {f.node: (f.free.get(gres, 0.0) + _held(f, prio_of, lower), _held(f, prio_of, higher))
+            for f in blocked}
+    lower_frees = [f for f in blocked if room[f.node][0] >= need]
+    higher_blocks = [f for f in blocked if room[f.node][0] < need <= sum(room[f.node])]
     who = f"priority {prio}" + (f" (PriorityClass {cls})" if cls else " (no priorityClassName)")
     last = next((e for e in reversed(ctx.events) if e.get("reason") == "FailedScheduling"), None)
     sched_line = []

@@ -76,9 +76,11 @@ def node_info(node: Obj, pods: Sequence[Obj], name: str | None = None) -> NodeIn
     if name is None:
         name = str(meta.get("name") or "")
     hit = _REMEMBERED.get(name)
-    # The same pod objects: comparing ids is exact while ``hit`` keeps its pods alive, as
+    # The same pod objects: the very tuple (a watch cache hands out a node's tuple again
+    # until its pods change), or the same ids: exact while ``hit`` keeps its pods alive, as
     # no other object can have their ids meanwhile.
-    if hit is not None and hit.node is node and hit.ids == tuple(map(id, pods)):
+    if hit is not None and hit.node is node and (
+            hit.pods is pods or hit.ids == tuple(map(id, pods))):
         return hit
     info = build_node_info(node, pods)
     if meta.get("uid") and all(f.uid for f in info.active):
