@@ -119,6 +119,21 @@ def test_unequal_subtrees_are_never_swapped_even_when_their_hashes_collide() -> 
     assert leaner.share(other) is other
 
 
+def test_a_changed_object_takes_the_equal_subtrees_of_its_cached_version() -> None:
+    leaner = Leaner()
+    was = leaner.lean("Pod", _pod("a", "gpu-1"))
+    leaner.table.clear()  # only the previous version can supply them now
+    restarted = _pod("a", "gpu-1")
+    restarted["status"]["containerStatuses"][0]["restartCount"] = 1
+    restarted["spec"]["tolerations"] = [{"operator": "Exists"}]
+    now = leaner.lean("Pod", restarted, was)
+    assert now["spec"]["containers"] is was["spec"]["containers"]
+    assert now["metadata"]["labels"] is was["metadata"]["labels"]
+    # What changed is the new object's own.
+    assert now["spec"]["tolerations"] == [{"operator": "Exists"}] != was["spec"]["tolerations"]
+    assert now["status"]["containerStatuses"][0]["restartCount"] == 1
+
+
 def test_sweep_forgets_subtrees_that_no_kept_object_uses() -> None:
     leaner = Leaner()
     pods = [leaner.lean("Pod", _pod(str(i), f"gpu-{i}")) for i in range(3)]

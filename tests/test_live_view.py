@@ -5,12 +5,14 @@ can act on, bounded retries, prefetch, and the watch cache."""
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import logging
 import socket
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -693,6 +695,23 @@ def test_dropped_connections_are_retried_then_reported(view: LiveView, fk: FakeK
     assert "dropped the connection" in str(info.value)
     assert info.value.server == fk.url and info.value.status is None
     assert isinstance(info.value.__cause__, urllib3.exceptions.ProtocolError)
+
+
+def test_a_remembered_refusal_keeps_no_reader_alive(view: LiveView, fk: FakeKube) -> None:
+    # Raised again and again, one kept exception gathered the frames of each raise, and with
+    # them the Reader of each diagnosis: garbage that only a full collection could free.
+    fk.faults.forbid("resourcequotas", verb="list", namespace="ml-team")
+    gc.disable()
+    try:
+        for _ in range(3):  # asked, then refused from memory
+            reader = Reader(view)
+            assert reader.list("ResourceQuota", "ml-team") == [] and reader.unchecked
+            gone = weakref.ref(reader)
+            del reader
+            assert gone() is None, [type(r).__name__ for r in gc.get_referrers(gone())]
+    finally:
+        gc.enable()
+    assert len(_list_requests(fk)) == 1
 
 
 def test_reader_turns_failures_into_unchecked_lines(view: LiveView, fk: FakeKube) -> None:

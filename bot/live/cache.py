@@ -504,7 +504,8 @@ class WatchCache:
 
                 def keep(page: builtins.list[Obj], api_version: str,
                          info: KindInfo = info) -> builtins.list[Obj]:
-                    return [store.kept(store.leaner.lean(info.kind, o))
+                    return [store.kept(store.leaner.lean(info.kind, o,
+                                                         store.objects.get(store.key(o))))
                             for o in prepare(info, page, api_version, self.misfits)]
 
                 got = self.transport.list_all(op, info.path(store.namespace),
@@ -587,7 +588,9 @@ class WatchCache:
         if kind in ("ADDED", "MODIFIED"):
             fits = prepare(store.info, [obj], "", self.misfits)
             if fits:
-                store.put(store.leaner.lean(store.info.kind, fits[0]))
+                # Only this thread writes the store: its current version cannot change now.
+                was = store.objects.get(store.key(fits[0]))
+                store.put(store.leaner.lean(store.info.kind, fits[0], was))
             elif isinstance(obj.get("metadata"), dict):
                 store.delete(obj)  # its new version cannot be read: not the old one either
         elif kind == "DELETED" and isinstance(obj.get("metadata"), dict):

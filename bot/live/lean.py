@@ -78,8 +78,14 @@ class Leaner:
         self.sweep_every = sweep_every
         self._since_sweep = 0
 
-    def share(self, value: Any) -> Any:
-        """The kept copy of a subtree equal to ``value`` (``value`` itself the first time)."""
+    def share(self, value: Any, previous: Any = None) -> Any:
+        """The kept copy of a subtree equal to ``value`` (``value`` itself the first time).
+
+        ``previous``: the same subtree of the object's cached version. A watch event mostly
+        changes a status, so it is usually equal, and comparing costs a tenth of hashing.
+        """
+        if previous is not None and previous == value:
+            return previous
         key = hash(orjson.dumps(value))
         kept = self.table.get(key)
         if kept is None:
@@ -97,15 +103,18 @@ class Leaner:
         self._since_sweep = 0
         return len(dead)
 
-    def lean(self, kind: str, obj: Obj) -> Obj:
-        """In place, and returned: ``obj`` projected and its common subtrees shared."""
+    def lean(self, kind: str, obj: Obj, previous: Obj | None = None) -> Obj:
+        """In place, and returned: ``obj`` projected and its common subtrees shared;
+        ``previous``: the cached version ``obj`` replaces (its subtrees are taken when
+        equal)."""
+        was: Obj = previous if previous is not None else {}
         meta = obj.get("metadata")
         if isinstance(meta, dict):
-            self._meta(meta)
+            self._meta(meta, was.get("metadata") or {})
         if kind == "Pod":
-            self._pod(obj)
+            self._pod(obj, was.get("spec") or {})
         elif kind == "Node":
-            self._node(obj)
+            self._node(obj, was)
         elif kind == "Event":
             self._event(obj)
         self._since_sweep += 1
@@ -113,7 +122,7 @@ class Leaner:
             self.sweep()
         return obj
 
-    def _meta(self, meta: dict[str, Any]) -> None:
+    def _meta(self, meta: dict[str, Any], was: Obj) -> None:
         for key in _DROP_META:
             meta.pop(key, None)
         annotations = meta.get("annotations")
@@ -121,12 +130,12 @@ class Leaner:
             annotations.pop(LAST_APPLIED, None)
         for key in _SHARED_META:
             if meta.get(key):
-                meta[key] = self.share(meta[key])
+                meta[key] = self.share(meta[key], was.get(key))
         for key in ("namespace", "creationTimestamp"):
             if key in meta:
                 meta[key] = _intern(meta[key])
 
-    def _pod(self, pod: Obj) -> None:
+    def _pod(self, pod: Obj, was: Obj) -> None:
         spec = pod.get("spec")
         if isinstance(spec, dict):
             for key in _DROP_POD_SPEC:
@@ -138,7 +147,7 @@ class Leaner:
                             c.pop(drop, None)
             for key in _SHARED_POD_SPEC:
                 if spec.get(key):
-                    spec[key] = self.share(spec[key])
+                    spec[key] = self.share(spec[key], was.get(key))
             for key in _INTERNED_POD_SPEC:
                 if key in spec:
                     spec[key] = _intern(spec[key])
@@ -176,8 +185,9 @@ class Leaner:
                 event[key].pop("resourceVersion", None)
                 _intern_values(event[key])
 
-    def _node(self, node: Obj) -> None:
+    def _node(self, node: Obj, was: Obj) -> None:
         status = node.get("status")
+        was_status = was.get("status") or {}
         if isinstance(status, dict):
             # The kubelet renews it every 10 s on older clusters; without it a heartbeat
             # leaves the lean node equal to the kept one, which the cache then keeps
@@ -188,7 +198,7 @@ class Leaner:
                     _intern_values(cond)
             for key in ("nodeInfo", "capacity", "allocatable", "daemonEndpoints"):
                 if status.get(key):
-                    status[key] = self.share(status[key])
+                    status[key] = self.share(status[key], was_status.get(key))
         spec = node.get("spec")
         if isinstance(spec, dict) and spec.get("taints"):
-            spec["taints"] = self.share(spec["taints"])
+            spec["taints"] = self.share(spec["taints"], (was.get("spec") or {}).get("taints"))

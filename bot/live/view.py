@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 ListKey = tuple[str, str | None, str | None, str | None]
 _T = TypeVar("_T")
 _R = TypeVar("_R")
+_E = TypeVar("_E", bound=BaseException)
 
 _EVENT = KINDS["Event"]
 _POD = KINDS["Pod"]
@@ -342,7 +343,7 @@ class LiveView:
             return []
         refused = self._refused.get((info.kind, ns))
         if refused is not None and time.monotonic() < refused[0]:
-            raise refused[1].with_traceback(None)
+            raise _fresh(refused[1])
         op = Op("list", info.kind, info.group, info.plural, ns, info.namespaced)
         query: dict[str, str] = {}
         if label_selector:
@@ -354,7 +355,8 @@ class LiveView:
                 got = self.transport.list_all(op, info.path(ns), query,
                                               page_size=self.page_size)
             except ApiForbidden as err:
-                self._refused[(info.kind, ns)] = (time.monotonic() + self.refused_ttl, err)
+                self._refused[(info.kind, ns)] = (time.monotonic() + self.refused_ttl,
+                                                  _fresh(err))
                 raise
             if got is None:
                 if not info.builtin:
@@ -592,3 +594,13 @@ def _ran(pod: Obj) -> dict[str, tuple[bool, bool]]:
 
 
 __all__ = ["ListKey", "LiveView", "open_live_view"]
+
+
+def _fresh(err: _E) -> _E:
+    """A copy of ``err`` without traceback or context. An exception kept and raised again
+    would gather the frames of every raise, and through their locals hold the diagnosis
+    that caught it (its Reader, every read): cyclic garbage a warm bot left at each
+    diagnosis until a full collection."""
+    new = type(err).__new__(type(err), *err.args)
+    new.__dict__.update(err.__dict__)
+    return new

@@ -14,10 +14,12 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from handlers.gpu import driver_version, gpu_traits, labels, name_of
+from handlers.memo import LastFor
 from handlers.view import Obj
 
 DEPLOY_DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
@@ -96,16 +98,14 @@ class ClusterSetup:
     policies: list[Obj]
     readable: bool  # ClusterPolicies could be read
     plugin: Managed
-    drivers: list[tuple[tuple[int, ...], str, str, str]]  # (key, version, node, cuda), newest first
+    drivers: Sequence[_Driver]  # newest first
     plugin_image: str
 
     @classmethod
     def read(cls, policies: list[Obj], readable: bool, plugin_daemonsets: list[Obj],
              nodes: list[Obj], plugin_pods: list[Obj]) -> ClusterSetup:
-        drivers = sorted(((_version_key(t.driver), t.driver, t.name, t.cuda or "")
-                          for t in map(gpu_traits, nodes) if t.driver), reverse=True)
         return cls(policies, readable, _plugin_managed(policies, readable, plugin_daemonsets),
-                   drivers, _ready_image(plugin_pods))
+                   _DRIVERS(nodes), _ready_image(plugin_pods))
 
     def for_node(self, node: Obj) -> Setup:
         mine = driver_version(node)
@@ -116,6 +116,17 @@ class ClusterSetup:
         return Setup(manages(self.policies, "driver", node, readable=self.readable),
                      self.plugin, newer,
                      self.plugin_image, os_image)
+
+
+_Driver = tuple[tuple[int, ...], str, str, str]  # (version key, version, node, cuda)
+
+
+def _drivers(nodes: Sequence[Obj]) -> tuple[_Driver, ...]:
+    return tuple(sorted(((_version_key(t.driver), t.driver, t.name, t.cuda or "")
+                         for t in map(gpu_traits, nodes) if t.driver), reverse=True))
+
+
+_DRIVERS = LastFor(_drivers)  # the nodes rarely change between two diagnoses
 
 
 def _plugin_managed(policies: list[Obj], readable: bool, daemonsets: list[Obj]) -> Managed:

@@ -79,7 +79,6 @@ class Inventory:
     # keep every read of a diagnosis alive until a full collection.
     now: datetime
     nodes: list[Obj] = field(default_factory=list)
-    node_by_name: dict[str, Obj] = field(default_factory=dict)
     # Non-terminated device-plugin pods per node, and GPU operator pods per node/component.
     plugin_pods: dict[str, list[Obj]] = field(default_factory=dict)
     component_pods: dict[str, dict[str, list[Obj]]] = field(default_factory=dict)
@@ -168,7 +167,6 @@ def device_plugin_nodes(reader: Reader) -> set[str]:
 def _build(reader: Reader, key: _Key) -> Inventory:
     inv = Inventory(reader.now())
     inv.nodes = reader.list("Node")
-    inv.node_by_name = {name_of(n): n for n in inv.nodes}
     inv.daemonsets = reader.list("DaemonSet")
     for ds in inv.daemonsets:
         tp = _template_pod(ds)

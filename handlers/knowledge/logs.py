@@ -124,6 +124,8 @@ class Catalogue:
             f"(?{'i' if e.pattern.flags & re.IGNORECASE else ''}:{e.pattern.pattern})"
             for e in entries) or r"(?!)")
         self.codes = frozenset(c for e in entries for c in e.codes)
+        # line -> its entries: a DaemonSet's events repeat from one diagnosis to the next
+        self._matched: dict[str, list[Entry]] = {}
 
     def might_match(self, text: str) -> bool:
         return self._any.search(text) is not None
@@ -146,8 +148,19 @@ class Catalogue:
         return tuple(dict.fromkeys(found))
 
     def matching(self, line: str) -> list[Entry]:
-        """Every entry whose pattern matches ``line`` (for tests and explanations)."""
-        return [e for e in self.entries if e.pattern.search(line)]
+        """Every entry whose pattern matches ``line``; the list is shared: do not change it."""
+        found = self._matched.get(line)
+        if found is None:
+            found = [e for e in self.entries if e.pattern.search(line)]
+            if len(line) <= _MATCHED_LINE_MAX:
+                if len(self._matched) >= _MATCHED_KEPT:
+                    self._matched.clear()
+                self._matched[line] = found
+        return found
+
+
+_MATCHED_KEPT = 4096  # lines remembered per catalogue, of at most
+_MATCHED_LINE_MAX = 1024  # characters
 
 
 @cache

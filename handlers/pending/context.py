@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from handlers.chain.inventory import SCOPE_FRACTION, device_plugin_nodes
 from handlers.gpu import (
@@ -19,6 +19,7 @@ from handlers.gpu import (
 )
 from handlers.kube.affinity import PodAffinityState
 from handlers.kube.resources import pod_requests
+from handlers.memo import LastFor
 from handlers.model import ObjectRef
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.scheduler.messages import parse_scheduling_message
@@ -32,6 +33,24 @@ def main_gpu_request(pod: Obj) -> tuple[str | None, float]:
         return None, 0.0
     res = GPU_RESOURCE if GPU_RESOURCE in req else sorted(req)[0]
     return res, req[res]
+
+
+class NodeTable(NamedTuple):
+    """What every diagnosis works out over all nodes; shared, read-only."""
+
+    traits: tuple[GpuTraits, ...]
+    by_name: Mapping[str, Obj]
+    gpu_like: frozenset[str]
+
+
+def _node_table(nodes: Sequence[Obj]) -> NodeTable:
+    traits = tuple(map(gpu_traits, nodes))
+    return NodeTable(traits, {t.name: n for t, n in zip(traits, nodes, strict=True)},
+                     frozenset(t.name for t in traits if t.gpu_like))
+
+
+# The nodes of a warm cache rarely change between two diagnoses (see handlers/memo.py).
+_NODE_TABLE = LastFor(_node_table)
 
 
 @dataclass
@@ -116,18 +135,22 @@ class PendingContext:
                    for m in messages if m for r in parse_scheduling_message(m).reasons)
 
     @cached_property
-    def _traits(self) -> list[GpuTraits]:
-        return [gpu_traits(n) for n in self.nodes]
+    def _table(self) -> NodeTable:
+        return _NODE_TABLE(self.nodes)
 
-    @cached_property
-    def nodes_by_name(self) -> dict[str, Obj]:
-        return {t.name: n for t, n in zip(self._traits, self.nodes, strict=True)}
+    @property
+    def _traits(self) -> tuple[GpuTraits, ...]:
+        return self._table.traits
 
-    @cached_property
-    def gpu_like(self) -> set[str]:
+    @property
+    def nodes_by_name(self) -> Mapping[str, Obj]:
+        return self._table.by_name
+
+    @property
+    def gpu_like(self) -> frozenset[str]:
         """Nodes that advertise GPUs or are labelled for them (``is_gpu_node`` without
         the device-plugin pods)."""
-        return {t.name for t in self._traits if t.gpu_like}
+        return self._table.gpu_like
 
     @cached_property
     def pods_by_node(self) -> dict[str, Sequence[Obj]]:

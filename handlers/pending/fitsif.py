@@ -14,10 +14,10 @@ mistake a what-if for a newer version of the real object.
 from __future__ import annotations
 
 import copy
-import functools
 import itertools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -147,13 +147,13 @@ def _lacks(fit: NodeFit | None) -> str:
 
 
 class _Search:
-    def __init__(self, ctx: PendingContext, fits: list[NodeFit], gpu_nodes: set[str],
+    def __init__(self, ctx: PendingContext, fits: list[NodeFit], gpu_nodes: AbstractSet[str],
                  physical: Callable[[str], float], broken: set[str]) -> None:
         self.ctx = ctx
         self.broken = broken  # nodes a discovery-chain finding is about
         self.fits = {f.node: f for f in fits}
         self.gpu_nodes = gpu_nodes
-        self.physical = functools.cache(physical)  # asked for the same nodes by every step
+        self.physical = physical
         self.res, self.need = ctx.gpu_request
         self.sim = _Sim(ctx, gpu_nodes)
         self.found: list[Change] = []
@@ -529,7 +529,7 @@ def _gates(findings: list[Finding]) -> list[Finding]:
     return [f for f in gates if not set(f.caused_by) & codes]
 
 
-def find(ctx: PendingContext, fits: list[NodeFit], gpu_nodes: set[str],
+def find(ctx: PendingContext, fits: list[NodeFit], gpu_nodes: AbstractSet[str],
          physical: Callable[[str], float], findings: list[Finding]) -> Outcome:
     """fits_if for one pending GPU pod (see the module docstring)."""
     if ctx.gpu_request[0] is None:

@@ -9,7 +9,8 @@ before it is called "insufficient".
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from functools import cached_property
 from operator import attrgetter
@@ -63,9 +64,10 @@ class Placement:
     fits: list[NodeFit]
     gpu_resource: str | None
     gpu_need: float
-    gpu_nodes: set[str]
-    nodes_by_name: dict[str, Obj]
+    gpu_nodes: AbstractSet[str]
+    nodes_by_name: Mapping[str, Obj]
     findings: list[Finding] = field(default_factory=list)
+    physical: dict[str, float] = field(default_factory=dict)  # see physical_gpus
 
     @cached_property
     def _fit_by_node(self) -> dict[str, NodeFit]:
@@ -408,7 +410,7 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
             )]
     # The discovery chain of the nodes that should offer the GPUs: a node advertising
     # fewer GPUs than it has is a root cause, not "insufficient".
-    short = [f for f in usable if _advertises_less(p.nodes_by_name[f.node], f, res)]
+    short = [f for f in usable if _advertises_less(p, f, res)]
     if MIG_RESOURCE_RE.match(res):
         # A MIG profile appears only once mig-manager applied the node's config: ask the
         # chain about nodes whose config failed or is still pending.
@@ -417,7 +419,7 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
     if short:
         chain = check_chain(ctx.reader, [p.nodes_by_name[f.node] for f in short])
         out += [c for c in chain.findings if c.severity.is_problem]
-    max_size = max((_physical(p.nodes_by_name[n], p.fit(n), res) for n in p.gpu_nodes),
+    max_size = max((physical_gpus(p, n) for n in p.gpu_nodes),
                    default=0.0)
     if max_size == 0:
         return out  # nobody offers it: UNKNOWN_GPU_RESOURCE or the chain findings say why
@@ -431,7 +433,7 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
         ))
         return out
     # Would the pod fit if every usable node advertised all its GPUs?
-    if short and any(_physical(p.nodes_by_name[f.node], f, res) - _used(f, res) >= need
+    if short and any(physical_gpus(p, f.node) - _used(f, res) >= need
                      for f in short):
         return out
     total_free = sum(f.free.get(res, 0.0) for f in usable)
@@ -482,12 +484,12 @@ def _least_disruptive(usable: list[NodeFit], res: str, need: float) -> str:
             f"kubectl cordon {f.node}\n{cmds}\nkubectl uncordon {f.node}\n")
 
 
-def _advertises_less(node: Obj, fit: NodeFit, res: str) -> bool:
+def _advertises_less(p: Placement, fit: NodeFit, res: str) -> bool:
     """The node offers fewer GPUs than it physically has (or none at all)."""
     alloc = fit.allocatable.get(res, 0.0)
     if res in VOLCANO_GPU_RESOURCES:  # vGPU slots, not cards: only "none" is telling
         return alloc == 0
-    return res == GPU_RESOURCE and (alloc == 0 or alloc < _physical(node, fit, res))
+    return res == GPU_RESOURCE and (alloc == 0 or alloc < physical_gpus(p, fit.node))
 
 
 def _physical(node: Obj, fit: NodeFit, res: str) -> float:
@@ -498,9 +500,13 @@ def _physical(node: Obj, fit: NodeFit, res: str) -> float:
 
 
 def physical_gpus(p: Placement, node: str) -> float:
-    """The GPUs ``node`` has of the pod's GPU resource, advertised or not."""
-    res = p.gpu_resource or GPU_RESOURCE
-    return _physical(p.nodes_by_name[node], p.fit(node), res)
+    """The GPUs ``node`` has of the pod's GPU resource, advertised or not (worked out once
+    per node: the placement checks and fits-if ask it of every GPU node)."""
+    got = p.physical.get(node)
+    if got is None:
+        got = p.physical[node] = _physical(p.nodes_by_name[node], p.fit(node),
+                                           p.gpu_resource or GPU_RESOURCE)
+    return got
 
 
 def _used(fit: NodeFit, res: str) -> float:
