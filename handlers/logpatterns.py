@@ -10,9 +10,10 @@ DEVICE_ADMISSION_FAILED.
 
 from __future__ import annotations
 
+import functools
 import re
 
-from handlers.knowledge.logs import active, builtin
+from handlers.knowledge.logs import Catalogue, active, builtin
 
 # Prefixes that make the same message look different on every line: CRI log format,
 # klog header, Go log timestamp, logrus time=.
@@ -52,6 +53,12 @@ def classify_log(text: str | None) -> list[tuple[str, str]]:
     cat = active()
     if not text or not cat.might_match(text):
         return []
+    if len(text) > _REMEMBER_MAX:
+        return list(_classify(cat, text))
+    return list(_classify_remembered(cat, text))
+
+
+def _classify(cat: Catalogue, text: str) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     seen: set[tuple[str, str]] = set()
     for raw in text.splitlines():
@@ -64,7 +71,13 @@ def classify_log(text: str | None) -> list[tuple[str, str]]:
                 continue
             seen.add(key)
             out.append((code, line[:_MAX_LINE]))
-    return out
+    return tuple(out)
+
+
+# A crash-looping plugin's log (kept by LiveView per restart) and a DaemonSet's event
+# messages come back diagnosis after diagnosis: classified once per catalogue.
+_REMEMBER_MAX = 256 * 1024  # characters; a bigger text is classified every time
+_classify_remembered = functools.lru_cache(maxsize=64)(_classify)
 
 
 def last_lines(text: str | None, n: int = 5) -> list[str]:

@@ -378,6 +378,8 @@ class WatchCache:
                     field_selector = None  # the index answered it: no need to match again
             elif by_label is not None:
                 objs = store.lookup_label(by_label.key, by_label.values)
+                if objs is not None and len(reqs) == 1:
+                    label_selector = None  # the index answered it: no need to match again
             if objs is None:
                 objs = (store.lookup("namespace", ns) if ns is not None
                         else builtins.list(store.objects.values()))

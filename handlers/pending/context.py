@@ -40,12 +40,14 @@ class NodeTable(NamedTuple):
 
     traits: tuple[GpuTraits, ...]
     by_name: Mapping[str, Obj]
+    order: Mapping[str, int]  # node name -> its place in the list
     gpu_like: frozenset[str]
 
 
 def _node_table(nodes: Sequence[Obj]) -> NodeTable:
     traits = tuple(map(gpu_traits, nodes))
     return NodeTable(traits, {t.name: n for t, n in zip(traits, nodes, strict=True)},
+                     {t.name: i for i, t in enumerate(traits)},
                      frozenset(t.name for t in traits if t.gpu_like))
 
 
@@ -145,6 +147,10 @@ class PendingContext:
     @property
     def nodes_by_name(self) -> Mapping[str, Obj]:
         return self._table.by_name
+
+    @property
+    def node_order(self) -> Mapping[str, int]:
+        return self._table.order
 
     @property
     def gpu_like(self) -> frozenset[str]:

@@ -101,7 +101,7 @@ class _Sim:
         self.scope = None if self.whole or scope is None else set(scope)
         # Node names in the cluster's order, and the scope's, worked out once: a search
         # runs the filters a dozen times over a thousand nodes.
-        self.order = {name: i for i, name in enumerate(ctx.nodes_by_name)}
+        self.order = ctx.node_order
         self.in_scope = None if self.scope is None else self._ordered(self.scope)
 
     def _ordered(self, names: Collection[str]) -> list[str]:

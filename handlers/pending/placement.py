@@ -571,9 +571,9 @@ def _memory_too_small(ctx: PendingContext, nodes: list[Obj], ref: ObjectRef) -> 
     need, why = _memory_need(ctx.pod)
     evidence: list[str] = []
     if need is not None:
-        small = [(name_of(n), m) for n in nodes if (m := gpu_memory_mib(n)) is not None
-                 and m < need]
-        if small and len(small) == len([n for n in nodes if gpu_memory_mib(n) is not None]):
+        known = [(name_of(n), m) for n in nodes if (m := gpu_memory_mib(n)) is not None]
+        small = [(n, m) for n, m in known if m < need]
+        if small and len(small) == len(known):
             evidence = [why, *(f"node {n}: nvidia.com/gpu.memory={m}" for n, m in small[:6])]
     if not evidence and ctx.pod_exists:
         evidence = _oom_proof(ctx)

@@ -214,8 +214,8 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
     fits = ctx.node_fits
     if any(f.fits for f in fits):
         return []
-    blocked = [f for f in fits if f.feasible and f.allocatable.get(gres, 0.0) >= need
-               and f.free.get(gres, 0.0) < need]
+    blocked = [f for f in fits if f.allocatable.get(gres, 0.0) >= need
+               and f.free.get(gres, 0.0) < need and f.feasible]
     if not blocked:
         return []
     prio_of: dict[str, tuple[int, str, str]] = {}  # of the pods holding GPUs there

@@ -361,12 +361,14 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
         if is_target.maybe_on(info):  # the target is not its own neighbour
             info = build_node_info(node, [p for p in info.pods if not is_target.is_same(p)])
         infos.append(info)
-    nodes_by_name = {i.name: i.node for i in infos}
     if PodAffinityState.needs_every_pod(pod):
+        aff_infos = infos
         aff_pods: Mapping[str, Iterable[Obj]] = {i.name: [f.pod for f in i.active] for i in infos}
     else:  # only pods with required anti-affinity can turn this pod away
-        aff_pods = {i.name: i.anti_affinity for i in infos if i.anti_affinity}
-    aff_state = PodAffinityState.build(pod, nodes_by_name, aff_pods, namespaces_labels)
+        aff_infos = [i for i in infos if i.anti_affinity]
+        aff_pods = {i.name: i.anti_affinity for i in aff_infos}
+    aff_state = PodAffinityState.build(pod, {i.name: i.node for i in aff_infos}, aff_pods,
+                                       namespaces_labels)
     check_affinity = aff_state.active
 
     # Rejections that read the same on many nodes (thousands of "Insufficient
