@@ -540,7 +540,8 @@ def warm_child(a: argparse.Namespace) -> int:
                 prof = cProfile.Profile()
                 prof.enable()
             t = time.perf_counter()
-            diag = why_pending.run(Reader(view), a.target)
+            with view.reading():  # as the bot's diagnoses do
+                diag = why_pending.run(Reader(view), a.target)
             times.append((time.perf_counter() - t) * 1000)
         gc.callbacks.remove(on_gc)
         if prof is not None:
@@ -654,7 +655,8 @@ def churn_run(view: Any, cache: Any, a: argparse.Namespace) -> dict[str, Any]:
     try:
         while (elapsed := time.monotonic() - start) < a.churn_seconds:
             t = time.perf_counter()
-            why_pending.run(Reader(view), a.target)
+            with view.reading():  # as the bot's diagnoses do
+                why_pending.run(Reader(view), a.target)
             times.append((time.perf_counter() - t) * 1000)
             if elapsed >= next_rss:
                 rss.append((elapsed, proc_mem_mb(os.getpid())[0]))

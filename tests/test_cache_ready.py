@@ -14,6 +14,7 @@ import pytest
 
 from bot.live import open_live_view
 from bot.serve import add_arguments
+from handlers.pending.context import node_table
 from handlers.scheduler import nodeinfo
 from handlers.view import Reader
 from handlers.warm import warm
@@ -84,12 +85,16 @@ def test_warm_builds_every_nodes_node_info_from_the_cached_objects(tmp_path: Pat
         try:
             assert cache.wait_synced(30)
             nodeinfo._REMEMBERED.clear()
+            node_table._last = None
             n = warm(Reader(live))
             nodes = live.list("Node")
             assert 0 < n <= len(nodes) == len(nodeinfo._REMEMBERED)
-            name, info = next(iter(nodeinfo._REMEMBERED.items()))
-            # Built from the very objects the cache hands out: a diagnosis will hit it.
-            assert info.node is live.get("Node", name)
+            # Built from the very objects the cache hands out: a diagnosis will hit them.
+            for name, info in nodeinfo._REMEMBERED.items():
+                assert info.node is live.get("Node", name)
+                assert info.pods is cache.pods_on([name])[name] or not info.pods
+            warmed = node_table._last
+            assert warmed is not None and node_table(nodes) is warmed[2]
         finally:
             cache.stop()
             live.close()

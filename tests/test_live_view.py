@@ -996,6 +996,33 @@ def test_watch_cache_applies_changes(fresh: FakeKube) -> None:
         view.close()
 
 
+def test_a_diagnosis_reads_one_state_of_the_cache_and_holds_events_at_most_hold_max(
+        fresh: FakeKube) -> None:
+    fk = fresh
+    view, cache = _cache(fresh, hold_max=1.5)
+    node: dict[str, Any] = {"kind": "Node", "apiVersion": "v1",
+                            "metadata": {"name": "gpu-9", "labels": {"pool": "a"}}, "status": {}}
+    try:
+        fk.store.put(node)
+        wait_until(lambda: view.get("Node", "gpu-9") is not None)
+        with view.reading():
+            node["metadata"]["labels"] = {"pool": "b"}
+            fk.store.put(node)
+            time.sleep(0.3)  # the event has arrived, and waits
+            assert (view.get("Node", "gpu-9") or {})["metadata"]["labels"] == {"pool": "a"}
+        wait_until(lambda: view.list("Node", label_selector="pool=b"))  # applied at once
+        with view.reading():  # a diagnosis that takes too long holds the cache back no more
+            node["metadata"]["labels"] = {"pool": "c"}
+            fk.store.put(node)
+            wait_until(lambda: view.list("Node", label_selector="pool=c"), timeout=6)
+        with view.reading():
+            cache.stop(timeout=2)  # stopping does not wait for the reader
+            assert not cache._threads
+    finally:
+        cache.stop()
+        view.close()
+
+
 def test_a_heartbeat_keeps_the_cached_node_and_its_node_info(
         fresh: FakeKube, warm: tuple[LiveView, WatchCache]) -> None:
     # A kubelet renews lastHeartbeatTime every 10 s on older clusters: the cache keeps the

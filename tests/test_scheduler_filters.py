@@ -740,6 +740,28 @@ def test_fits_are_reused_while_node_and_pods_stay_and_follow_what_the_pod_asks()
     assert not after.fits and after.free["nvidia.com/gpu"] == 0
 
 
+def test_node_level_verdicts_outlive_pod_changes_but_not_a_node_change() -> None:
+    from handlers.scheduler.nodeinfo import node_info
+
+    node = _api(mk_node("nv-1", taints=[taint("nvidia.com/gpu")]), "node-nv-1")
+    holder = _api(mk_pod("holder", node="nv-1", phase="Running", requests=GPU4), "pod-h")
+    plain = mk_pod("p", requests=GPU4)  # tolerates nothing
+    first = simulate(plain, [node], {"nv-1": [holder]})[0]
+    # A pod on the node changed (churn): pods are counted again, the taint verdict is kept.
+    bigger = _api(mk_pod("holder", node="nv-1", phase="Running",
+                         requests={"nvidia.com/gpu": "8"}), "pod-h")
+    after = simulate(plain, [node], {"nv-1": [bigger]})[0]
+    assert after is not first and after.free["nvidia.com/gpu"] == 0
+    assert [r.filter for r in after.rejections] == ["TaintToleration", "NodeResourcesFit"]
+    assert after.rejections[0] is first.rejections[0]
+    rebuilt = node_info(node, [bigger])
+    assert rebuilt.allocatable is node_info(node, [holder]).allocatable  # not parsed again
+    # A new node object (the taint removed): everything about the node is worked out again.
+    untainted = _api(mk_node("nv-1"), "node-nv-1")
+    fresh = simulate(plain, [untainted], {"nv-1": [bigger]})[0]
+    assert [r.filter for r in fresh.rejections] == ["NodeResourcesFit"]
+
+
 def test_a_running_target_is_not_its_own_neighbour_on_a_remembered_node() -> None:
     node = _api(mk_node("rt-1"), "node-rt-1")
     target = _api(mk_pod("train", node="rt-1", phase="Running", requests=GPU4), "pod-train")

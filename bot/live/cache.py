@@ -263,9 +263,11 @@ class WatchCache:
         retry: RetryPolicy | None = None,
         namespaces: Mapping[str, str] | None = None,
         misfits: Misfits | None = None,
+        hold_max: float = 1.0,
     ) -> None:
         """``namespaces``: kind -> the one namespace kept of it (default
-        ``DEFAULT_NAMESPACES``); other kinds are kept for the whole cluster."""
+        ``DEFAULT_NAMESPACES``); other kinds are kept for the whole cluster. ``hold_max``:
+        how long watch events may wait for diagnoses to end (see ``reading``)."""
         self.transport = Transport(api_client, timeout=timeout, retry=retry, unreachable_ttl=0)
         self.misfits = misfits or Misfits(f"API server {self.transport.server}")
         self.watch_timeout = watch_timeout
@@ -285,6 +287,10 @@ class WatchCache:
         self._streams: dict[str, urllib3.BaseHTTPResponse] = {}
         self._streams_lock = threading.Lock()
         self._started = time.monotonic()
+        self.hold_max = hold_max
+        self._hold = threading.Condition()
+        self._readers = 0  # diagnoses reading now (see reading)
+        self._held_since: float | None = None  # when watch events first waited for them
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -306,6 +312,8 @@ class WatchCache:
     def stop(self, timeout: float = 5.0) -> None:
         """Stop every watch (open streams are shut down) and wait for the threads."""
         self._stop.set()
+        with self._hold:
+            self._hold.notify_all()
         with self._streams_lock:
             streams = builtins.list(self._streams.values())
         for resp in streams:
@@ -318,6 +326,34 @@ class WatchCache:
     def __enter__(self) -> WatchCache:
         self.start()
         return self
+
+    @contextlib.contextmanager
+    def reading(self) -> Iterator[None]:
+        """While a diagnosis reads, watch events wait for it to end, as kube-scheduler
+        schedules a pod on a snapshot of its cache: the diagnosis sees one state of the
+        cluster, and does not share the interpreter with the watch threads (under churn
+        they took a quarter of it). Events wait ``hold_max`` seconds at most, from the
+        first that waited until no diagnosis is reading, so overlapping diagnoses cannot
+        keep the cache from catching up."""
+        with self._hold:
+            self._readers += 1
+        try:
+            yield
+        finally:
+            with self._hold:
+                self._readers -= 1
+                if not self._readers:
+                    self._held_since = None
+                    self._hold.notify_all()
+
+    def _wait_for_readers(self) -> None:
+        with self._hold:
+            now = time.monotonic()
+            if self._held_since is None:
+                self._held_since = now
+            left = self._held_since + self.hold_max - now
+            if left > 0:
+                self._hold.wait_for(lambda: not self._readers or self._stop.is_set(), left)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -559,6 +595,8 @@ class WatchCache:
             for line in _lines(resp):
                 lines += 1
                 self.transport.count(path, nbytes=len(line) + 1)
+                if self._readers:
+                    self._wait_for_readers()
                 outcome = self._apply(store, line)
                 if outcome is not None:
                     return outcome, lines

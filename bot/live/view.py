@@ -235,6 +235,10 @@ class LiveView:
                          if not any(m.strip() in t for t in texts))
         return join_parts(parts) if parts else None
 
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Around a diagnosis: it reads one state of the watch cache (WatchCache.reading)."""
+        return self.cache.reading() if self.cache is not None else contextlib.nullcontext()
+
     def pods_on(self, nodes: Iterable[str]) -> dict[str, tuple[Obj, ...]] | None:
         """The pods bound to each node, from the watch cache in one pass; None when the
         cache does not hold pods (the caller then lists them node by node)."""

@@ -496,7 +496,9 @@ class SlackBot:
         """``allowed``: the namespaces the asking channel may query (None: all)."""
         view = GuardedView(self.view, deadline)
         metrics = self.prometheus if cmd.name in METRIC_COMMANDS else None
-        diag = run_command(Reader(view, metrics=metrics), cmd)
+        reading = getattr(self.view, "reading", None)  # a watch cache: one state of it
+        with reading() if callable(reading) else contextlib.nullcontext():
+            diag = run_command(Reader(view, metrics=metrics), cmd)
         for problem in scope.visible_problems(view.problems, allowed):
             line = f"not read: {problem}"
             if line not in diag.unchecked:

@@ -105,7 +105,7 @@ class ClusterSetup:
     def read(cls, policies: list[Obj], readable: bool, plugin_daemonsets: list[Obj],
              nodes: list[Obj], plugin_pods: list[Obj]) -> ClusterSetup:
         return cls(policies, readable, _plugin_managed(policies, readable, plugin_daemonsets),
-                   _DRIVERS(nodes), _ready_image(plugin_pods))
+                   newest_drivers(nodes), _ready_image(plugin_pods))
 
     def for_node(self, node: Obj) -> Setup:
         mine = driver_version(node)
@@ -126,7 +126,7 @@ def _drivers(nodes: Sequence[Obj]) -> tuple[_Driver, ...]:
                          for t in map(gpu_traits, nodes) if t.driver), reverse=True))
 
 
-_DRIVERS = LastFor(_drivers)  # the nodes rarely change between two diagnoses
+newest_drivers = LastFor(_drivers)  # the nodes rarely change between two diagnoses
 
 
 def _plugin_managed(policies: list[Obj], readable: bool, daemonsets: list[Obj]) -> Managed:

@@ -52,7 +52,7 @@ def _node_table(nodes: Sequence[Obj]) -> NodeTable:
 
 
 # The nodes of a warm cache rarely change between two diagnoses (see handlers/memo.py).
-_NODE_TABLE = LastFor(_node_table)
+node_table = LastFor(_node_table)
 
 
 @dataclass
@@ -138,7 +138,7 @@ class PendingContext:
 
     @cached_property
     def _table(self) -> NodeTable:
-        return _NODE_TABLE(self.nodes)
+        return node_table(self.nodes)
 
     @property
     def _traits(self) -> tuple[GpuTraits, ...]:

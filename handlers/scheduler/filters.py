@@ -44,7 +44,7 @@ The target pod itself, if it is already in ``pods_by_node``, is left out of ever
 from __future__ import annotations
 
 import itertools
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -333,6 +333,28 @@ class _TargetMatcher:
         return not self.uid and not self.ref and any(f.pod is self.pod for f in info.active)
 
 
+def _node_rejections(info: NodeInfo, wanted_node: str, tolerations: list[Obj],
+                     best_effort: bool, node_aff: NodeAffinity,
+                     same: dict[tuple[Any, ...], Rejection]) -> Iterator[Rejection]:
+    """NodeName, the lifecycle filters, NodeAffinity and TaintToleration: what only the
+    node decides; ``same`` shares equal taint rejections between nodes."""
+    node = info.node
+    if wanted_node and wanted_node != info.name:
+        yield Rejection("NodeName", f"spec.nodeName is {wanted_node}")
+    if not info.healthy:
+        yield from _lifecycle_rejections(node, info.taints, tolerations, best_effort)
+    if not node_aff.empty:
+        miss = node_aff.mismatch(node)
+        if miss is not None:
+            yield Rejection("NodeAffinity", miss[1], label=miss[0] or None)
+    for t in untolerated(info.other_taints, tolerations) if info.other_taints else ():
+        tkey = ("taint", *sorted(t.items()))
+        if tkey not in same:
+            same[tkey] = Rejection("TaintToleration", f"untolerated taint {taint_str(t)}",
+                                   taint=dict(t))
+        yield same[tkey]
+
+
 def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable[Obj]], *,
              pvcs: Iterable[Obj] = (), pvs: Iterable[Obj] = (), gpu_resource: str | None = None,
              namespaces_labels: Mapping[str, Mapping[str, str]] | None = None) -> list[NodeFit]:
@@ -359,7 +381,8 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
         bound = pods_by_node.get(name, ())
         info = node_info(node, bound if isinstance(bound, (list, tuple)) else list(bound), name)
         if is_target.maybe_on(info):  # the target is not its own neighbour
-            info = build_node_info(node, [p for p in info.pods if not is_target.is_same(p)])
+            info = build_node_info(node, [p for p in info.pods if not is_target.is_same(p)],
+                                   info)
         infos.append(info)
     if PodAffinityState.needs_every_pod(pod):
         aff_infos = infos
@@ -386,26 +409,17 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
             fits.append(kept)
             continue
         node, name = info.node, info.name
-        rej: list[Rejection] = []
-
-        if wanted_node and wanted_node != name:
-            rej.append(Rejection("NodeName", f"spec.nodeName is {wanted_node}"))
-
-        if not info.healthy:
-            rej.extend(_lifecycle_rejections(node, info.taints, tolerations, best_effort))
-
-        if not node_aff.empty:
-            miss = node_aff.mismatch(node)
-            if miss is not None:
-                rej.append(Rejection("NodeAffinity", miss[1], label=miss[0] or None))
-
-        if info.other_taints:
-            for t in untolerated(info.other_taints, tolerations):
-                tkey = ("taint", *sorted(t.items()))
-                if tkey not in same:
-                    same[tkey] = Rejection("TaintToleration", f"untolerated taint {taint_str(t)}",
-                                           taint=dict(t))
-                rej.append(same[tkey])
+        # The filters that read only the node: kept while the node object is the same, as
+        # its pods change (under churn, most rebuilt NodeInfos are of unchanged nodes).
+        by_node = None if asks is None else info.node_verdicts.get(asks)
+        if by_node is None:
+            by_node = tuple(_node_rejections(info, wanted_node, tolerations, best_effort,
+                                             node_aff, same))
+            if asks is not None:
+                if len(info.node_verdicts) >= _TARGETS_KEPT:
+                    info.node_verdicts.clear()
+                info.node_verdicts[asks] = by_node
+        rej = list(by_node)
 
         if check_affinity:
             why = aff_state.check(node)

@@ -14,7 +14,7 @@ edited in place, so they are recomputed every time.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from handlers.kube.resources import (
@@ -64,6 +64,9 @@ class NodeInfo:
     # What the filters concluded here for a few recent targets (see simulate): it lives
     # and dies with this NodeInfo, so it is exactly as fresh.
     verdicts: dict[Hashable, Any] = field(default_factory=dict)
+    # What the filters that read only the node concluded for a few recent targets: shared
+    # by every NodeInfo of this node object, as its pods come and go.
+    node_verdicts: dict[Hashable, Any] = field(default_factory=dict)
 
 
 _REMEMBERED: dict[str, NodeInfo] = {}
@@ -82,7 +85,7 @@ def node_info(node: Obj, pods: Sequence[Obj], name: str | None = None) -> NodeIn
     if hit is not None and hit.node is node and (
             hit.pods is pods or hit.ids == tuple(map(id, pods))):
         return hit
-    info = build_node_info(node, pods)
+    info = build_node_info(node, pods, hit)
     if meta.get("uid") and all(f.uid for f in info.active):
         if len(_REMEMBERED) >= _MAX_REMEMBERED:
             _REMEMBERED.clear()
@@ -90,8 +93,12 @@ def node_info(node: Obj, pods: Sequence[Obj], name: str | None = None) -> NodeIn
     return info
 
 
-def build_node_info(node: Obj, pods: Sequence[Obj]) -> NodeInfo:
-    """A NodeInfo computed afresh, never remembered."""
+def build_node_info(node: Obj, pods: Sequence[Obj], like: NodeInfo | None = None) -> NodeInfo:
+    """A NodeInfo computed afresh, never remembered; ``like``: one of the same node object
+    with other pods (only what the pods make is computed again)."""
+    if like is not None and like.node is node:
+        return replace(like, verdicts={}, **_pod_fields(like.allocatable, like.has_pod_limit,
+                                                         pods))
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
     status = node.get("status") or {}
@@ -104,7 +111,17 @@ def build_node_info(node: Obj, pods: Sequence[Obj]) -> NodeInfo:
                and not any(conditions.get(c) == "True" for c in _PRESSURE))
     alloc = node_allocatable(node)
     has_pod_limit = PODS in alloc or "pods" in (status.get("capacity") or {})
+    return NodeInfo(
+        node=node, name=str(meta.get("name") or ""),
+        labels=meta.get("labels") or {}, taints=taints,
+        other_taints=tuple(t for t in taints if t.get("key") not in LIFECYCLE_TAINTS),
+        conditions=conditions, healthy=healthy, allocatable=alloc,
+        has_pod_limit=has_pod_limit, **_pod_fields(alloc, has_pod_limit, pods))
 
+
+def _pod_fields(alloc: dict[str, float], has_pod_limit: bool,
+                pods: Sequence[Obj]) -> dict[str, Any]:
+    """The NodeInfo fields that the node's pods make."""
     active = tuple(f for f in map(pod_facts, pods) if not f.terminated)
     summed: dict[str, float] = {}
     for f in active:
@@ -119,16 +136,13 @@ def build_node_info(node: Obj, pods: Sequence[Obj]) -> NodeInfo:
     requested[PODS] = float(len(active))
     if has_pod_limit:
         free[PODS] = alloc.get(PODS, 0.0) - len(active)
-    return NodeInfo(
-        node=node, pods=tuple(pods), ids=tuple(map(id, pods)), name=str(meta.get("name") or ""),
-        labels=meta.get("labels") or {}, taints=taints,
-        other_taints=tuple(t for t in taints if t.get("key") not in LIFECYCLE_TAINTS),
-        conditions=conditions, healthy=healthy, allocatable=alloc,
-        has_pod_limit=has_pod_limit, active=active, requested=requested, free=free,
-        refs=frozenset(f.ref for f in active), uids=frozenset(f.uid for f in active if f.uid),
-        anti_affinity=tuple(f.pod for f in active if _required_anti_affinity(f.pod)),
-        extended=tuple(f for f in active if any(map(is_extended, f.requests))),
-    )
+    return {
+        "pods": tuple(pods), "ids": tuple(map(id, pods)), "active": active,
+        "requested": requested, "free": free, "refs": frozenset(f.ref for f in active),
+        "uids": frozenset(f.uid for f in active if f.uid),
+        "anti_affinity": tuple(f.pod for f in active if _required_anti_affinity(f.pod)),
+        "extended": tuple(f for f in active if any(map(is_extended, f.requests))),
+    }
 
 
 def _required_anti_affinity(pod: Obj) -> bool:

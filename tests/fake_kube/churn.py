@@ -30,6 +30,7 @@ class Churn:
 
     def start(self) -> None:
         if self._thread is None:
+            self._stop.clear()  # churn again after a stop
             self._thread = threading.Thread(target=self._run, daemon=True, name="fake-churn")
             self._thread.start()
 
