@@ -37,6 +37,7 @@ from bot.live import (
 )
 from bot.live.kinds import KINDS
 from bot.live.lean import Leaner
+from bot.slack.reads import SharedReads
 from bot.snapshot import load_snapshot
 from bot.snapshot.view import MUST_BE_CAPTURED, SnapshotView
 from handlers.scheduler.nodeinfo import node_info
@@ -1005,7 +1006,7 @@ def test_a_diagnosis_reads_one_state_of_the_cache_and_holds_events_at_most_hold_
     try:
         fk.store.put(node)
         wait_until(lambda: view.get("Node", "gpu-9") is not None)
-        with view.reading():
+        with SharedReads(view).reading():  # as `gpubot serve` wraps the view
             node["metadata"]["labels"] = {"pool": "b"}
             fk.store.put(node)
             time.sleep(0.3)  # the event has arrived, and waits

@@ -67,7 +67,7 @@ from bot.slack.mentions import Mentions
 from bot.slack.metrics import Metrics
 from bot.slack.mrkdwn import code
 from bot.slack.pool import Deadline, DiagnosisPool
-from bot.slack.reads import GuardedView
+from bot.slack.reads import GuardedView, reading
 from handlers.errors import GpubotError
 from handlers.model import Diagnosis
 from handlers.view import ClusterView, Reader
@@ -496,8 +496,7 @@ class SlackBot:
         """``allowed``: the namespaces the asking channel may query (None: all)."""
         view = GuardedView(self.view, deadline)
         metrics = self.prometheus if cmd.name in METRIC_COMMANDS else None
-        reading = getattr(self.view, "reading", None)  # a watch cache: one state of it
-        with reading() if callable(reading) else contextlib.nullcontext():
+        with reading(self.view):  # a watch cache: one state of it
             diag = run_command(Reader(view, metrics=metrics), cmd)
         for problem in scope.visible_problems(view.problems, allowed):
             line = f"not read: {problem}"

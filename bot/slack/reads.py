@@ -13,9 +13,10 @@ Objects are shared between diagnoses: handlers read them and must not change the
 from __future__ import annotations
 
 import builtins
+import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -73,14 +74,14 @@ class GuardedView:
         return self._guard(f"reading logs of pod {pod} in {namespace}",
                            lambda: self.view.logs(namespace, pod, container))
 
-    def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]] | None:
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, Sequence[Obj]] | None:
         """Passed on to a view that answers many nodes' pods at once (a warm ``LiveView``);
         None tells ``Reader`` to list them node by node."""
         bulk = getattr(self.view, "pods_on", None)
         if not callable(bulk):
             return None
         names = list(nodes)
-        found: dict[str, builtins.list[Obj]] | None = self._guard(
+        found: dict[str, Sequence[Obj]] | None = self._guard(
             f"reading the pods of {len(names)} nodes", lambda: bulk(names))
         return found
 
@@ -104,6 +105,13 @@ class _Flight:
         self.result: Any = None
         self.error: BaseException | None = None
         self.at = 0.0
+
+
+def reading(view: ClusterView) -> contextlib.AbstractContextManager[None]:
+    """Around a diagnosis: a view over a watch cache holds its watch events meanwhile, so
+    the diagnosis reads one state of it (``LiveView.reading``); other views need nothing."""
+    hold = getattr(view, "reading", None)
+    return hold() if callable(hold) else contextlib.nullcontext()
 
 
 class SharedReads:
@@ -183,12 +191,16 @@ class SharedReads:
         return self._shared(("logs", namespace, pod, container),
                             lambda: self.view.logs(namespace, pod, container))
 
-    def pods_on(self, nodes: Iterable[str]) -> dict[str, builtins.list[Obj]] | None:
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, Sequence[Obj]] | None:
         """Passed on: a view that answers this reads its own memory (a watch cache), with
         nothing to share; None tells ``Reader`` to list node by node (shared here)."""
         bulk = getattr(self.view, "pods_on", None)
-        found: dict[str, builtins.list[Obj]] | None = bulk(nodes) if callable(bulk) else None
+        found: dict[str, Sequence[Obj]] | None = bulk(nodes) if callable(bulk) else None
         return found
+
+    def reading(self) -> contextlib.AbstractContextManager[None]:
+        """Passed on (see ``reading``)."""
+        return reading(self.view)
 
     def prefetch(self, requests: Iterable[tuple[str, str | None, str | None, str | None]]
                  ) -> None:
