@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,7 +62,6 @@ def manages(policies: list[Obj], component: str, node: Obj | None = None, *,
                    str(spec.get("version") or ""))
 
 
-@functools.lru_cache(maxsize=1024)  # a cluster runs a handful of driver versions
 def _version_key(v: str) -> tuple[int, ...]:
     out = []
     for part in v.split("."):

@@ -187,17 +187,13 @@ def _room(ctx: PendingContext, member: Obj) -> tuple[int, list[str]]:
 
 
 # ------------------------------------------------------------------------ preemption
-def _priority_of(ctx: PendingContext, pod: Mapping[str, Any],
-                 classes: dict[str, Obj | None]) -> tuple[int, str, str]:
-    """(priority, class name, preemptionPolicy) as admission resolves them; ``classes``
-    keeps the PriorityClasses read (thousands of holders share a few)."""
+def _priority_of(ctx: PendingContext, pod: Mapping[str, Any]) -> tuple[int, str, str]:
+    """(priority, class name, preemptionPolicy) as admission resolves them."""
     spec = pod.get("spec") or {}
     cls = str(spec.get("priorityClassName") or "")
     prio = spec.get("priority")
     policy = spec.get("preemptionPolicy")
-    if cls and cls not in classes:
-        classes[cls] = ctx.reader.get("PriorityClass", cls)
-    pc = classes.get(cls)
+    pc = ctx.reader.get("PriorityClass", cls) if cls else None
     if pc is not None:
         if prio is None:
             prio = pc.get("value")
@@ -209,8 +205,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
     gres, need = main_gpu_request(ctx.pod)
     if not gres or not ctx.nodes or (ctx.pod.get("spec") or {}).get("nodeName"):
         return []
-    classes: dict[str, Obj | None] = {}
-    prio, cls, policy = _priority_of(ctx, ctx.pod, classes)
+    prio, cls, policy = _priority_of(ctx, ctx.pod)
     fits = ctx.node_fits
     if any(f.fits for f in fits):
         return []
@@ -224,7 +219,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
         info = node_info(ctx.nodes_by_name[f.node], ctx.pods_by_node.get(f.node, []))
         for facts in info.extended:
             if facts.ref in held:
-                prio_of[facts.ref] = _priority_of(ctx, facts.pod, classes)
+                prio_of[facts.ref] = _priority_of(ctx, facts.pod)
     def lower(x: int) -> bool:
         return x < prio
 
