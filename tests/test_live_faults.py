@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("kubernetes")
-
 from bot.cli import main
 from bot.live import LiveView, RetryPolicy, open_live_view
 from bot.live.errors import LiveError

@@ -20,8 +20,6 @@ from typing import Any
 import pytest
 import yaml
 
-pytest.importorskip("kubernetes")
-
 from bot.live import (
     ApiBadResponse,
     ApiForbidden,
