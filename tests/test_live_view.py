@@ -435,9 +435,13 @@ def test_logs_equal_the_snapshot_view(view: LiveView, snap: SnapshotView, fk: Fa
 
 def test_a_finished_instance_log_is_read_once(view: LiveView, fk: FakeKube) -> None:
     # A crash-looping plugin is diagnosed again and again: a finished instance's log does
-    # not change, a running one's grows.
+    # not change; a running one's grows, and is read again after live_log_ttl.
+    view.live_log_ttl = 0.5
     first = view.logs("ml-team", "crashy")
     settled(fk).requests.clear()
+    assert view.logs("ml-team", "crashy") == first
+    assert _log_asks(fk) == []  # nothing has restarted, the running logs are fresh enough
+    time.sleep(0.6)
     assert view.logs("ml-team", "crashy") == first
     assert _log_asks(fk) == [("main", ""), ("sidecar", "")]  # running: asked again
     pod = fk.store.find("Pod", "crashy", "ml-team")
@@ -446,7 +450,32 @@ def test_a_finished_instance_log_is_read_once(view: LiveView, fk: FakeKube) -> N
     main["restartCount"] += 1
     fk.store.put(pod)
     view.logs("ml-team", "crashy")
-    assert _log_asks(fk) == [("main", ""), ("main", "true"), ("sidecar", "")]
+    # a new instance: its log and the one before it are read at once; sidecar's is fresh
+    assert _log_asks(fk) == [("main", ""), ("main", "true")]
+
+
+def test_an_empty_running_log_is_kept_too(view: LiveView, fk: FakeKube) -> None:
+    # Many containers log nothing for hours: not asked again on every diagnosis.
+    fk.store.set_logs("ml-team", "crashy", "sidecar", "")
+    fk.store.set_logs("ml-team", "crashy", "main", "", previous=True)  # finished, empty
+    try:
+        assert view.logs("ml-team", "crashy", "sidecar") is None
+        assert _log_asks(fk) == [("sidecar", "")]
+        assert view.logs("ml-team", "crashy", "sidecar") is None
+        view.logs("ml-team", "crashy", "main")
+        assert _log_asks(fk) == [("main", ""), ("main", "true")]
+        view.logs("ml-team", "crashy", "main")
+        assert _log_asks(fk) == []
+    finally:
+        fk.store._logs.clear()
+
+
+def test_running_logs_are_not_kept_with_no_ttl(view: LiveView, fk: FakeKube) -> None:
+    view.live_log_ttl = 0
+    view.logs("ml-team", "crashy")
+    settled(fk).requests.clear()
+    view.logs("ml-team", "crashy")
+    assert _log_asks(fk) == [("main", ""), ("sidecar", "")]
 
 
 def test_logs_put_the_previous_instance_first(view: LiveView, fk: FakeKube) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 from handlers.model import Finding, ObjectRef
 from handlers.pending import queueing
-from tests.pending_ctx import controller_context, pod_context
+from handlers.pending.context import PendingContext
+from handlers.view import Obj, Reader
+from tests.pending_ctx import controller_context, pod_context, reader_for
 
 
 def _codes(findings: list[Finding]) -> list[str]:
@@ -107,3 +111,38 @@ def test_karpenter_nodepool_limits() -> None:
 def test_default_scheduler_pod_without_extras_is_quiet() -> None:
     ctx = pod_context("pending-no-events-yet", "ml-team", "quick-test")
     assert queueing.check(ctx) == []
+
+
+class _ClassesAt:
+    """The snapshot, with every PriorityClass at ``value``: the very same pod objects."""
+
+    def __init__(self, view: Any, value: int) -> None:
+        self.view, self.value = view, value
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.view, name)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
+        obj = self.view.get(kind, name, namespace)
+        if kind == "PriorityClass" and obj is not None:
+            return {**obj, "value": self.value}
+        return obj
+
+
+def test_a_priority_read_from_its_class_is_not_remembered() -> None:
+    # Holders whose spec lacks the priority admission writes take their class's value,
+    # which can change while the pods (and what is remembered of their nodes) stay.
+    view = reader_for("preemption-lower-priority").view
+    for pod in view.list("Pod"):
+        if pod["spec"].get("priorityClassName") == "production-inference":
+            del pod["spec"]["priority"]
+
+    def check(value: int) -> list[str]:
+        reader = Reader(cast(Any, _ClassesAt(view, value)))
+        obj = reader.get("Pod", "sdxl-batch", "default")
+        assert obj is not None
+        return _codes(queueing.check(PendingContext(reader, obj, True, "default")))
+
+    assert "PREEMPTION_BLOCKED" in check(1_000_000)
+    assert "PREEMPTION_BLOCKED" not in check(-5)  # lower than the pod's 0: it may preempt
+    assert "PREEMPTION_BLOCKED" in check(1_000_000)

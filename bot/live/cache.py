@@ -55,7 +55,7 @@ from .transport import MAX_RESPONSE, Response, RetryPolicy, Transport, gc_paused
 
 log = logging.getLogger(__name__)
 
-DEFAULT_KINDS = ("Node", "Pod", "Event", "DaemonSet", "ResourceQuota", "LimitRange",
+DEFAULT_KINDS = ("Node", "Pod", "Event", "Namespace", "DaemonSet", "ResourceQuota", "LimitRange",
                  "ClusterPolicy", "ConfigMap",
                  # change with every queued job and every DRA pod
                  "Workload", "ResourceClaim", "ResourceSlice")

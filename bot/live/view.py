@@ -55,7 +55,8 @@ _EVENT = KINDS["Event"]
 _POD = KINDS["Pod"]
 _SPEC_LISTS = ("initContainers", "containers", "ephemeralContainers")
 _POD_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
-_LOGS_KEPT_CHARS = 8 << 20  # finished instances' logs kept, in all
+_LOGS_KEPT_CHARS = 8 << 20  # logs kept, in all
+_RUNNING = "running"  # ends the key of a running instance's log
 
 _STATUS_LISTS = ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
 
@@ -83,6 +84,7 @@ class LiveView:
         prefetch_ttl: float = 60.0,
         unreachable_ttl: float = 15.0,
         refused_ttl: float = 60.0,
+        live_log_ttl: float = 5.0,
     ) -> None:
         self.api_client = api_client
         self.transport = Transport(api_client, timeout=timeout, retry=retry,
@@ -96,15 +98,19 @@ class LiveView:
         self.missing_ttl = missing_ttl
         self.prefetch_ttl = prefetch_ttl
         self.refused_ttl = refused_ttl
+        self.live_log_ttl = live_log_ttl
         self._max_workers = max(1, max_workers)
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._prefetched: dict[ListKey, tuple[float, Future[builtins.list[Obj]]]] = {}
         self._missing: dict[str, float] = {}
-        # A finished container instance's log never changes: kept (see _finished_log_key),
-        # so a crash-looping plugin's logs are read once per restart, not per diagnosis.
-        self._logs: dict[tuple[Any, ...], str] = {}
+        # A finished container instance's log never changes: kept (see _log_key), so a
+        # crash-looping plugin's logs are read once per restart, not per diagnosis. A
+        # running one's grows: kept ``live_log_ttl`` seconds (its key -> until when), as
+        # diagnoses in a row read the same plugin logs, each through the kubelet.
+        self._logs: dict[tuple[Any, ...], str | None] = {}
         self._logs_size = 0
+        self._live_until: dict[tuple[Any, ...], float] = {}
         # (kind, namespace) -> (until, the 403): a bot whose RBAC leaves a kind out would
         # otherwise ask, and be refused, on every diagnosis.
         self._refused: dict[tuple[str, str | None], tuple[float, ApiForbidden]] = {}
@@ -198,7 +204,8 @@ class LiveView:
     def logs(self, namespace: str, pod: str, container: str | None = None) -> str | None:
         """The last ``log_tail_lines`` lines of each container (all when ``container`` is
         None) that has run, the previous instance's first when it restarted, then the
-        termination messages the logs do not already hold."""
+        termination messages the logs do not already hold. A finished instance's log is
+        read once; a running one's at most every ``live_log_ttl`` seconds."""
         pod_obj = self.get("Pod", pod, namespace)
         if pod_obj is None:
             return None
@@ -210,30 +217,46 @@ class LiveView:
         # log: ask for "previous" only when a newer instance exists. All asked at once.
         asks = [(name, previous) for name in names
                 for previous in ((True, False) if ran.get(name) == (True, True) else (False,))]
-        keys = {ask: _finished_log_key(pod_obj, *ask) for ask in asks}
+        keys = {ask: _log_key(pod_obj, *ask) for ask in asks}
+        now = time.monotonic()
         with self._lock:
-            got = {ask: text for ask in asks
-                   if (key := keys[ask]) is not None and (text := self._logs.get(key))}
+            got = {ask: self._logs[key] for ask in asks
+                   if (key := keys[ask]) is not None and key in self._logs
+                   and self._live_until.get(key, now) >= now}
         fetch = [ask for ask in asks if ask not in got]
         fetched = self._concurrently(
             lambda ask: self._log(namespace, pod, ask[0], previous=ask[1]), fetch)
         with self._lock:
             for ask, text in zip(fetch, fetched, strict=True):
                 got[ask] = text
-                key = keys[ask]
-                if key is not None and text and key not in self._logs:
-                    self._logs[key] = text
-                    self._logs_size += len(text)
-                    while self._logs_size > _LOGS_KEPT_CHARS:  # the oldest go first
-                        self._logs_size -= len(self._logs.pop(next(iter(self._logs))))
+                if (key := keys[ask]) is not None:
+                    self._keep_log(key, text, running=key[-1] == _RUNNING, now=now)
         parts: builtins.list[str] = []
         for name in names:
-            texts = [got[ask] for ask in asks if ask[0] == name]
-            texts = builtins.list(dict.fromkeys(t for t in texts if t))  # empty, repeated
+            # none, empty or repeated: left out
+            texts = builtins.list(dict.fromkeys(t for ask in asks if ask[0] == name
+                                                if (t := got[ask])))
             parts.extend(texts)
             parts.extend(m for m in messages.get(name, [])
                          if not any(m.strip() in t for t in texts))
         return join_parts(parts) if parts else None
+
+    def _keep_log(self, key: tuple[Any, ...], text: str | None, *, running: bool,
+                  now: float) -> None:
+        """Under ``self._lock``. ``text`` None: the kubelet did not serve the log (400, 404),
+        which may change for a finished instance too (its log is not known yet)."""
+        if running:
+            if self.live_log_ttl <= 0:
+                return
+            self._live_until[key] = now + self.live_log_ttl
+        elif text is None or key in self._logs:
+            return
+        self._logs_size += len(text or "") - len(self._logs.pop(key, None) or "")
+        self._logs[key] = text
+        while self._logs_size > _LOGS_KEPT_CHARS:  # the oldest go first
+            old = next(iter(self._logs))
+            self._logs_size -= len(self._logs.pop(old) or "")
+            self._live_until.pop(old, None)
 
     def reading(self) -> contextlib.AbstractContextManager[None]:
         """Around a diagnosis: it reads one state of the watch cache (WatchCache.reading)."""
@@ -398,7 +421,9 @@ class LiveView:
             return info
         return info if version == info.version else info.at(version)
 
-    def _log(self, namespace: str, pod: str, container: str, *, previous: bool) -> str:
+    def _log(self, namespace: str, pod: str, container: str, *,
+             previous: bool) -> str | None:
+        """None when the kubelet serves no log (yet)."""
         op = Op("get", "Pod", "", "pods/log", namespace, True, name=pod)
         query = {"container": container, "tailLines": str(self.log_tail_lines),
                  "limitBytes": str(self.log_limit_bytes)}
@@ -408,7 +433,7 @@ class LiveView:
         resp = self.transport.get(op, _POD.path(namespace, pod, "log"), query,
                                   accept=(400, 404))
         if resp.status != 200:
-            return ""
+            return None
         return resp.data.decode("utf-8", "replace")
 
     def _warm(self, kind: str, namespace: str | None) -> WatchCache | None:
@@ -558,11 +583,12 @@ def _container_names(pod: Obj) -> builtins.list[str]:
     return builtins.list(dict.fromkeys(n for n in names if n))
 
 
-def _finished_log_key(pod: Obj, container: str, previous: bool) -> tuple[Any, ...] | None:
-    """What names the container instance a log read returns, when that instance has
-    finished (its log is complete); None for a running one, whose log grows. Without
-    ``previous`` the kubelet serves the current instance, or the last terminated one while
-    the container waits (CrashLoopBackOff)."""
+def _log_key(pod: Obj, container: str, previous: bool) -> tuple[Any, ...] | None:
+    """What names the container instance a log read returns, ending in its finishedAt when
+    it has finished (its log is complete) and in ``_RUNNING`` while it runs (its log grows);
+    None when the pod has no uid or the container no instance. Without ``previous`` the kubelet
+    serves the current instance, or the last terminated one while the container waits
+    (CrashLoopBackOff)."""
     uid = (pod.get("metadata") or {}).get("uid")
     status = pod.get("status") or {}
     for cs in (cs for key in _STATUS_LISTS for cs in _dicts(status.get(key))):
@@ -573,10 +599,16 @@ def _finished_log_key(pod: Obj, container: str, previous: bool) -> tuple[Any, ..
             instance = last.get("terminated")
         else:
             instance = state.get("terminated")
-        if not uid or not isinstance(instance, dict):
+        if not uid:
             return None
         # restartCount numbers the instances: the current one, or previous's one before it
-        return (uid, container, previous, cs.get("restartCount"), instance.get("finishedAt"))
+        if isinstance(instance, dict):
+            return (uid, container, previous, cs.get("restartCount"), instance.get("finishedAt"))
+        running = state.get("running")
+        if previous or not isinstance(running, dict):
+            return None
+        return (uid, container, previous, cs.get("restartCount"), running.get("startedAt"),
+                _RUNNING)
     return None
 
 

@@ -26,7 +26,7 @@ from handlers.pending import kueue, volcano
 from handlers.pending.context import PendingContext, main_gpu_request
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.scheduler.messages import parse_scheduling_message
-from handlers.scheduler.nodeinfo import node_info
+from handlers.scheduler.nodeinfo import NodeInfo, node_info
 from handlers.view import Obj
 
 DEFAULT_SCHEDULER = "default-scheduler"
@@ -213,24 +213,30 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
                and f.free.get(gres, 0.0) < need and f.feasible]
     if not blocked:
         return []
-    prio_of: dict[str, tuple[int, str, str]] = {}  # of the pods holding GPUs there
+    # Per node: free + what lower-priority pods hold, and what higher-priority ones hold.
+    room = {}
     for f in blocked:
+        info = node_info(ctx.nodes_by_name[f.node], ctx.pods_by_node.get(f.node, []))
+        below, above = _held_around(ctx, info, gres, prio)
+        room[f.node] = (f.free.get(gres, 0.0) + below, above)
+    lower_frees = [f for f in blocked if room[f.node][0] >= need]
+    higher_blocks = [f for f in blocked if room[f.node][0] < need <= sum(room[f.node])]
+    if not (policy == PREEMPT_NEVER and lower_frees) and (lower_frees or not higher_blocks):
+        return []
+    prio_of = {}  # of the pods holding GPUs where the finding looks
+    for f in lower_frees or higher_blocks:
         held = {h for h, _ in f.holders}
         info = node_info(ctx.nodes_by_name[f.node], ctx.pods_by_node.get(f.node, []))
         for facts in info.extended:
             if facts.ref in held:
                 prio_of[facts.ref] = _priority_of(ctx, facts.pod)
+
     def lower(x: int) -> bool:
         return x < prio
 
     def higher(x: int) -> bool:
         return x > prio
 
-    # Per node: free + what lower-priority pods hold, and what higher-priority ones hold.
-    room = {f.node: (f.free.get(gres, 0.0) + _held(f, prio_of, lower), _held(f, prio_of, higher))
-            for f in blocked}
-    lower_frees = [f for f in blocked if room[f.node][0] >= need]
-    higher_blocks = [f for f in blocked if room[f.node][0] < need <= sum(room[f.node])]
     who = f"priority {prio}" + (f" (PriorityClass {cls})" if cls else " (no priorityClassName)")
     last = next((e for e in reversed(ctx.events) if e.get("reason") == "FailedScheduling"), None)
     sched_line = []
@@ -251,8 +257,6 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
             f"kind: PriorityClass\nmetadata:\n  name: {cls or 'gpu-high'}-preempting\n"
             f"value: {prio}\npreemptionPolicy: PreemptLowerPriority",
         )]
-    if lower_frees or not higher_blocks:
-        return []
     evidence = [f"pod {who}, preemptionPolicy: {policy}", *sched_line]
     evidence += _holder_lines(higher_blocks, prio_of, gres, higher)
     top = max((prio_of[h][0] for f in higher_blocks for h, g in f.holders
@@ -268,9 +272,32 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
     )]
 
 
-def _held(fit: NodeFit, prio_of: dict[str, tuple[int, str, str]],
-          cond: Callable[[int], bool]) -> float:
-    return sum(g for p, g in fit.holders if p in prio_of and cond(prio_of[p][0]))
+def _held_around(ctx: PendingContext, info: NodeInfo, gres: str,
+                 prio: int) -> tuple[float, float]:
+    """The ``gres`` that pods of lower and of higher priority than ``prio`` hold on the
+    node. Kept with the NodeInfo (so only nodes whose pods changed are summed again) when
+    every holder has its priority in its spec, as admission sets it."""
+    key = ("held around", gres, prio)
+    kept: tuple[float, float] | None = info.verdicts.get(key)
+    if kept is not None:
+        return kept
+    lower = higher = 0.0
+    settled = True
+    for facts in info.extended:
+        gpus = facts.requests.get(gres)
+        if not gpus:
+            continue
+        their = (facts.pod.get("spec") or {}).get("priority")
+        if type(their) is not int:  # resolved from its PriorityClass, which may change
+            settled = False
+            their = _priority_of(ctx, facts.pod)[0]
+        if their < prio:
+            lower += gpus
+        elif their > prio:
+            higher += gpus
+    if settled:
+        info.remember(key, (lower, higher))
+    return lower, higher
 
 
 def _holder_lines(fits: Iterable[NodeFit], prio_of: dict[str, tuple[int, str, str]], gres: str,

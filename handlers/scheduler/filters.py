@@ -292,8 +292,6 @@ def _lifecycle_rejections(node: Obj, taints: Sequence[Obj], tolerations: Sequenc
 
 # ----------------------------------------------------------------------------- simulate
 
-
-_TARGETS_KEPT = 8  # per node: the fits of this many distinct targets
 _ASKS: dict[Hashable, int] = {}  # what a target asks -> a number never given to another
 _ASKS_NEXT = itertools.count()
 
@@ -416,9 +414,7 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
             by_node = tuple(_node_rejections(info, wanted_node, tolerations, best_effort,
                                              node_aff, same))
             if asks is not None:
-                if len(info.node_verdicts) >= _TARGETS_KEPT:
-                    info.node_verdicts.clear()
-                info.node_verdicts[asks] = by_node
+                info.remember_for_node(asks, by_node)
         rej = list(by_node)
 
         if check_affinity:
@@ -479,8 +475,6 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
         holders.sort(key=lambda h: (-h[1], h[0]))
         fit = NodeFit(name, rej, alloc, info.requested, free, holders)
         if asks is not None:
-            if len(info.verdicts) >= _TARGETS_KEPT:
-                info.verdicts.clear()
-            info.verdicts[asks] = fit
+            info.remember(asks, fit)
         fits.append(fit)
     return fits

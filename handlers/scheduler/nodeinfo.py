@@ -32,6 +32,7 @@ Obj = Mapping[str, Any]
 
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure")
 _MAX_REMEMBERED = 50_000  # nodes; more means several clusters' worth: start again
+_KEPT_PER_NODE = 8  # conclusions kept per NodeInfo: of a few recent targets
 
 
 @dataclass(frozen=True, eq=False)
@@ -67,6 +68,20 @@ class NodeInfo:
     # What the filters that read only the node concluded for a few recent targets: shared
     # by every NodeInfo of this node object, as its pods come and go.
     node_verdicts: dict[Hashable, Any] = field(default_factory=dict)
+
+    def remember(self, key: Hashable, value: Any) -> None:
+        """Keeps a conclusion in ``verdicts`` (those of a few targets at most)."""
+        _keep(self.verdicts, key, value)
+
+    def remember_for_node(self, key: Hashable, value: Any) -> None:
+        """Keeps a conclusion in ``node_verdicts`` (those of a few targets at most)."""
+        _keep(self.node_verdicts, key, value)
+
+
+def _keep(verdicts: dict[Hashable, Any], key: Hashable, value: Any) -> None:
+    if len(verdicts) >= _KEPT_PER_NODE:
+        verdicts.clear()
+    verdicts[key] = value
 
 
 _REMEMBERED: dict[str, NodeInfo] = {}
