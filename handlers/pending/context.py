@@ -42,13 +42,22 @@ class NodeTable(NamedTuple):
     by_name: Mapping[str, Obj]
     order: Mapping[str, int]  # node name -> its place in the list
     gpu_like: frozenset[str]
+    offering: dict[str, tuple[str, ...]]  # resource -> see nodes_for
+
+    def nodes_for(self, resource: str) -> tuple[str, ...]:
+        """Nodes that are GPU-like or offer ``resource``, in order."""
+        found = self.offering.get(resource)
+        if found is None:
+            found = self.offering[resource] = tuple(
+                t.name for t in self.traits if t.gpu_like or resource in t.offered)
+        return found
 
 
 def _node_table(nodes: Sequence[Obj]) -> NodeTable:
     traits = tuple(map(gpu_traits, nodes))
     return NodeTable(traits, {t.name: n for t, n in zip(traits, nodes, strict=True)},
                      {t.name: i for i, t in enumerate(traits)},
-                     frozenset(t.name for t in traits if t.gpu_like))
+                     frozenset(t.name for t in traits if t.gpu_like), {})
 
 
 # The nodes of a warm cache rarely change between two diagnoses (see handlers/memo.py).
@@ -96,7 +105,7 @@ class PendingContext:
             # Required pod (anti-)affinity counts the pods it names wherever they run (a
             # zone or rack topology spans CPU nodes too): only a full read answers it.
             return None
-        names = [t.name for t in self._traits if t.gpu_like or res in t.offered]
+        names = list(self._table.nodes_for(res))
         if not names or len(names) * SCOPE_FRACTION > len(self.nodes):
             return None
         if self.every_pod or self.scheduler_named_pod_affinity:

@@ -125,10 +125,6 @@ class _Sim:
         return {f.node: f for f in fits}
 
 
-def _filters(fit: NodeFit) -> set[str]:
-    return {r.filter for r in fit.rejections}
-
-
 def _node_ref(n: str) -> ObjectRef:
     return ObjectRef("Node", n)
 
@@ -200,7 +196,7 @@ class _Search:
 
     # -- node changes ----------------------------------------------------------------
     def uncordon(self) -> None:
-        for f in self._only((f for f in self.pool() if "NodeUnschedulable" in _filters(f)),
+        for f in self._only((f for f in self.pool() if "NodeUnschedulable" in f.filters),
                             {"NodeUnschedulable"}, "uncordon {node}"):
             node = _anon(self.ctx.nodes_by_name[f.node])
             node.setdefault("spec", {})["unschedulable"] = False
@@ -215,7 +211,7 @@ class _Search:
     def node_ready(self) -> None:
         """NotReady or under pressure: the node healthy again (kind `other`)."""
         for f in self._only((f for f in self.pool()
-                             if _filters(f) & {"NodeReady", "NodePressure"}),
+                             if f.filters & {"NodeReady", "NodePressure"}),
                             {"NodeReady", "NodePressure"}, "{node} healthy again"):
             node = _anon(self.ctx.nodes_by_name[f.node])
             spec, st = node.setdefault("spec", {}), node.setdefault("status", {})
@@ -224,7 +220,7 @@ class _Search:
             st["conditions"] = [
                 {**c, "status": "True" if c.get("type") == "Ready" else "False"}
                 for c in st.get("conditions") or []]
-            what = "Ready" if "NodeReady" in _filters(f) else "free of resource pressure"
+            what = "Ready" if "NodeReady" in f.filters else "free of resource pressure"
             if self._try_node(f.node, node, f"{f.node} {what}"):
                 self.found.append(Change(
                     "other", f"bring {f.node} back to {what} (kubectl describe node {f.node})",
@@ -241,7 +237,7 @@ class _Search:
                                   "data does not say how many GPUs the node has)"))
         # Repaired, a node offers all its GPUs: only one whose GPU count is all it lacks.
         ok = [f for f in short if all(r.resource == res for r in f.rejections)
-              and _filters(f) == {"NodeResourcesFit"}
+              and f.filters == {"NodeResourcesFit"}
               and self.physical(f.node) - f.requested.get(res, 0.0) >= self.need]
         for f in sorted(ok, key=lambda f: (-self.physical(f.node), f.node))[:_MAX_TRIES]:
             node = _anon(self.ctx.nodes_by_name[f.node])
@@ -262,7 +258,7 @@ class _Search:
             return
         best: tuple[tuple[int, float, str], NodeFit, list[tuple[str, float]]] | None = None
         for f in self.pool():
-            if _filters(f) != {"NodeResourcesFit"}:
+            if f.filters != {"NodeResourcesFit"}:
                 continue
             if any(r.resource != res for r in f.rejections):
                 continue
@@ -296,7 +292,7 @@ class _Search:
         targeting = {"NodeName", "NodeAffinity", "TaintToleration", "VolumeNodeAffinity"}
         res = self.res or GPU_RESOURCE
         from handlers.grouping import pool_of
-        cands = [f for f in self.pool() if not (_filters(f) & targeting)]
+        cands = [f for f in self.pool() if not (f.filters & targeting)]
         shapes: dict[tuple[str | None, float, tuple[tuple[str, float], ...]], NodeFit] = {}
         for f in sorted(cands, key=lambda f: (-self.physical(f.node), f.node)):
             # A new node is like its pool's nodes: one try per kind of node.
@@ -351,7 +347,7 @@ class _Search:
     def change_selector(self) -> None:
         spec = self.ctx.pod.get("spec") or {}
         sel = dict(spec.get("nodeSelector") or {})
-        for f in self._only((f for f in self.pool() if "NodeAffinity" in _filters(f)),
+        for f in self._only((f for f in self.pool() if "NodeAffinity" in f.filters),
                             {"NodeAffinity"}, "a selector matching {node}"):
             have = ((self.ctx.nodes_by_name[f.node].get("metadata") or {}).get("labels")) or {}
             pod = _anon(self.ctx.pod)
@@ -389,7 +385,7 @@ class _Search:
         targeting = {"NodeName", "NodeAffinity", "TaintToleration", "VolumeNodeAffinity"}
         # Nodes the pod may go to that offer none of what it asks (a typo, a MIG strategy):
         # ask what they offer instead.
-        offered = {k for f in self.pool() if not (_filters(f) & targeting)
+        offered = {k for f in self.pool() if not (f.filters & targeting)
                    and not f.allocatable.get(res) for k, v in f.allocatable.items()
                    if is_gpu_resource(k) and v > 0 and k != res}
         if not any(f.allocatable.get(res) for f in self.pool()):
@@ -424,7 +420,7 @@ class _Search:
         res, need = self.res, self.need
         if not res:
             return
-        short = [f for f in self.pool() if _filters(f) == {"NodeResourcesFit"}
+        short = [f for f in self.pool() if f.filters == {"NodeResourcesFit"}
                  and all(r.resource == res for r in f.rejections)]
         most = max((f.free.get(res, 0.0) for f in short), default=0.0)
         if not 1 <= most < need or most != int(most):

@@ -109,21 +109,25 @@ class Rejection:
 
 @dataclass
 class NodeFit:
+    """A node's verdict for one pod. Shared between diagnoses (see NodeInfo.verdicts):
+    never changed once made."""
+
     node: str
     rejections: list[Rejection] = field(default_factory=list)
     allocatable: dict[str, float] = field(default_factory=dict)
     requested: dict[str, float] = field(default_factory=dict)  # incl. "pods": pod count
     free: dict[str, float] = field(default_factory=dict)
     holders: list[tuple[str, float]] = field(default_factory=list)  # (ns/pod, gpus)
+    # Worked out once: a diagnosis asks each of thousands of fits several times.
+    fits: bool = field(init=False)
+    filters: frozenset[str] = field(init=False)  # that rejected the pod
+    # Passes every filter except NodeResourcesFit (resources and pod count).
+    feasible: bool = field(init=False)
 
-    @property
-    def fits(self) -> bool:
-        return not self.rejections
-
-    @property
-    def feasible(self) -> bool:
-        """Passes every filter except NodeResourcesFit (resources and pod count)."""
-        return all(r.filter == "NodeResourcesFit" for r in self.rejections)
+    def __post_init__(self) -> None:
+        self.fits = not self.rejections
+        self.filters = frozenset(r.filter for r in self.rejections)
+        self.feasible = self.filters <= {"NodeResourcesFit"}
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
@@ -375,7 +379,7 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
     is_target = _TargetMatcher(pod)
     infos = []
     for node in nodes:
-        name = _name(node)
+        name = str((node.get("metadata") or {}).get("name") or "")  # _name, inlined: per node
         bound = pods_by_node.get(name, ())
         info = node_info(node, bound if isinstance(bound, (list, tuple)) else list(bound), name)
         if is_target.maybe_on(info):  # the target is not its own neighbour

@@ -90,9 +90,8 @@ _REMEMBERED: dict[str, NodeInfo] = {}
 def node_info(node: Obj, pods: Sequence[Obj], name: str | None = None) -> NodeInfo:
     """The node's NodeInfo with ``pods`` bound to it (terminated pods hold nothing);
     ``name``: the node's, when the caller has it at hand."""
-    meta = node.get("metadata") or {}
     if name is None:
-        name = str(meta.get("name") or "")
+        name = str((node.get("metadata") or {}).get("name") or "")
     hit = _REMEMBERED.get(name)
     # The same pod objects: the very tuple (a watch cache hands out a node's tuple again
     # until its pods change), or the same ids: exact while ``hit`` keeps its pods alive, as
@@ -101,7 +100,7 @@ def node_info(node: Obj, pods: Sequence[Obj], name: str | None = None) -> NodeIn
             hit.pods is pods or hit.ids == tuple(map(id, pods))):
         return hit
     info = build_node_info(node, pods, hit)
-    if meta.get("uid") and all(f.uid for f in info.active):
+    if (node.get("metadata") or {}).get("uid") and all(f.uid for f in info.active):
         if len(_REMEMBERED) >= _MAX_REMEMBERED:
             _REMEMBERED.clear()
         _REMEMBERED[name] = info
