@@ -649,15 +649,17 @@ def churn_run(view: Any, cache: Any, a: argparse.Namespace) -> dict[str, Any]:
     os.kill(a.fake_pid, signal.SIGUSR1)
     start = time.monotonic()
     times: list[float] = []
+    cpu: list[float] = []  # the diagnosing thread's own CPU time: wall minus waiting
     rss: list[tuple[float, float]] = [(0.0, proc_mem_mb(os.getpid())[0])]
     next_rss = 10.0
     changes0 = sum(k["changes"] for k in cache.stats()["kinds"].values())
     try:
         while (elapsed := time.monotonic() - start) < a.churn_seconds:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.thread_time()
             with view.reading():  # as the bot's diagnoses do
                 why_pending.run(Reader(view), a.target)
             times.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.thread_time() - c) * 1000)
             if elapsed >= next_rss:
                 rss.append((elapsed, proc_mem_mb(os.getpid())[0]))
                 next_rss += 10.0
@@ -667,7 +669,7 @@ def churn_run(view: Any, cache: Any, a: argparse.Namespace) -> dict[str, Any]:
     rss.append((time.monotonic() - start, proc_mem_mb(os.getpid())[0]))
     changes = sum(k["changes"] for k in cache.stats()["kinds"].values()) - changes0
     settled = next((m for t, m in rss if t >= min(60.0, a.churn_seconds / 2)), rss[0][1])
-    return {"seconds": a.churn_seconds, "times_ms": times, "rss": rss,
+    return {"seconds": a.churn_seconds, "times_ms": times, "cpu_ms": cpu, "rss": rss,
             "watch_changes": changes, "drift_mb": rss[-1][1] - settled}
 
 
@@ -1004,9 +1006,9 @@ def bench(a: argparse.Namespace, work: Path) -> int:
         )
 
     churn_pods = str(a.churn_pods) if a.churn_pods else "1%"  # of the pods served
-    churn = (["--churn-pods", churn_pods, "--churn-node-period", str(a.churn_node_period)]
-             if a.churn_seconds else [])
-    fake = start_fake(data, work, a.server_timeout, churn)
+    churn_args = (["--churn-pods", churn_pods, "--churn-node-period", str(a.churn_node_period)]
+                  if a.churn_seconds else [])
+    fake = start_fake(data, work, a.server_timeout, churn_args)
     fake_rss, fake_hwm = proc_mem_mb(fake.proc.pid)
     print(
         f"fake API server {fake.url} ready in {fake.seconds:.0f} s "
@@ -1266,7 +1268,13 @@ def bench(a: argparse.Namespace, work: Path) -> int:
                 f"({len(ct)} runs); RSS drift {churn['drift_mb']:+.0f} MB "
                 f"({' '.join(f'{m:.0f}' for _, m in churn['rss'])})"
             )
+            cc = churn.get("cpu_ms") or []
             print(f"  churn run times ms: {' '.join(f'{x:.0f}' for x in ct[:80])}")
+            if cc:  # the rest of the wall time waited: the API server, the watch threads
+                minutes = [(ct[i:i + 120], cc[i:i + 120]) for i in range(0, len(ct), 120)]
+                print(f"  churn thread CPU p50 {pct(cc, 50):.1f} ms; per minute, wall/CPU p50 "
+                      "ms: " + " ".join(f"{pct(w, 50):.0f}/{pct(c, 50):.0f}"
+                                        for w, c in minutes))
         relist = warm.get("relist")
         if relist and relist.get("synced"):
             print(
