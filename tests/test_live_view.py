@@ -33,6 +33,7 @@ from bot.live import (
     WatchCache,
     open_live_view,
 )
+from bot.live import view as live_view_module
 from bot.live.kinds import KINDS
 from bot.live.lean import Leaner
 from bot.slack.reads import SharedReads
@@ -468,6 +469,17 @@ def test_an_empty_running_log_is_kept_too(view: LiveView, fk: FakeKube) -> None:
         assert _log_asks(fk) == []
     finally:
         fk.store._logs.clear()
+
+
+def test_kept_logs_are_bounded_empty_ones_too(view: LiveView,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bot that runs for weeks reads the empty logs of thousands of pod instances.
+    monkeypatch.setattr(live_view_module, "_LOGS_KEPT_CHARS",
+                        3 * live_view_module._LOG_ENTRY_CHARS)
+    for i in range(10):
+        view._keep_log(("uid", f"c{i}", False, 0, "t", "running"), "", running=True, now=0.0)
+    assert len(view._logs) == 3
+    assert set(view._live_until) == set(view._logs)
 
 
 def test_running_logs_are_not_kept_with_no_ttl(view: LiveView, fk: FakeKube) -> None:

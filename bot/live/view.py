@@ -56,6 +56,7 @@ _POD = KINDS["Pod"]
 _SPEC_LISTS = ("initContainers", "containers", "ephemeralContainers")
 _POD_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 _LOGS_KEPT_CHARS = 8 << 20  # logs kept, in all
+_LOG_ENTRY_CHARS = 256  # what a kept log counts besides its text: empty ones are kept too
 _RUNNING = "running"  # ends the key of a running instance's log
 
 _STATUS_LISTS = ("initContainerStatuses", "containerStatuses", "ephemeralContainerStatuses")
@@ -251,11 +252,13 @@ class LiveView:
             self._live_until[key] = now + self.live_log_ttl
         elif text is None or key in self._logs:
             return
-        self._logs_size += len(text or "") - len(self._logs.pop(key, None) or "")
+        if key in self._logs:
+            self._logs_size -= _LOG_ENTRY_CHARS + len(self._logs.pop(key) or "")
+        self._logs_size += _LOG_ENTRY_CHARS + len(text or "")
         self._logs[key] = text
         while self._logs_size > _LOGS_KEPT_CHARS:  # the oldest go first
             old = next(iter(self._logs))
-            self._logs_size -= len(self._logs.pop(old) or "")
+            self._logs_size -= _LOG_ENTRY_CHARS + len(self._logs.pop(old) or "")
             self._live_until.pop(old, None)
 
     def reading(self) -> contextlib.AbstractContextManager[None]:

@@ -214,7 +214,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
     if not blocked:
         return []
     # Per node: free + what lower-priority pods hold, and what higher-priority ones hold.
-    room = {}
+    room: dict[str, tuple[float, float]] = {}
     for f in blocked:
         info = node_info(ctx.nodes_by_name[f.node], ctx.pods_by_node.get(f.node, []))
         below, above = _held_around(ctx, info, gres, prio)
@@ -223,7 +223,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
     higher_blocks = [f for f in blocked if room[f.node][0] < need <= sum(room[f.node])]
     if not (policy == PREEMPT_NEVER and lower_frees) and (lower_frees or not higher_blocks):
         return []
-    prio_of = {}  # of the pods holding GPUs where the finding looks
+    prio_of: dict[str, tuple[int, str, str]] = {}  # of the holders where the finding looks
     for f in lower_frees or higher_blocks:
         held = {h for h, _ in f.holders}
         info = node_info(ctx.nodes_by_name[f.node], ctx.pods_by_node.get(f.node, []))
