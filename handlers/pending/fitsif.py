@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from handlers.codes import CODES, Section, title
@@ -154,7 +155,8 @@ class _Search:
         self.sim = _Sim(ctx, gpu_nodes)
         self.found: list[Change] = []
         self.near: list[tuple[int, str]] = []  # (rejections left, "option: what it lacks")
-        self._pool = [f for n, f in sorted(self.fits.items()) if n in gpu_nodes]
+        self._pool = sorted((f for f in self.fits.values() if f.node in gpu_nodes),
+                            key=attrgetter("node"))
 
     # -- helpers ---------------------------------------------------------------------
     def pool(self) -> list[NodeFit]:
