@@ -251,8 +251,8 @@ class LiveView:
                 return
             self._live_until[key] = now + self.live_log_ttl
         elif text is None or key in self._logs:
-            return
-        if key in self._logs:
+            return  # a finished instance's log: kept once, and only as the kubelet served it
+        if key in self._logs:  # a running instance's, read again after live_log_ttl
             self._logs_size -= _LOG_ENTRY_CHARS + len(self._logs.pop(key) or "")
         self._logs_size += _LOG_ENTRY_CHARS + len(text or "")
         self._logs[key] = text
