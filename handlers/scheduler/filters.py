@@ -79,6 +79,7 @@ Obj = Mapping[str, Any]
 FILTERS = ("NodeName", "NodeUnschedulable", "NodeReady", "NodePressure", "NodeAffinity",
            "TaintToleration", "InterPodAffinity", "VolumeNodeAffinity", "NodeResourcesFit",
            "NodePorts")
+_FILTER_RANK = {f: i for i, f in enumerate(FILTERS)}
 
 GPU_RESOURCE = "nvidia.com/gpu"
 # handlers.gpu.OTHER_GPU_RESOURCES (this package imports only handlers.kube)
@@ -126,8 +127,18 @@ class NodeFit:
 
     def __post_init__(self) -> None:
         self.fits = not self.rejections
-        self.filters = frozenset(r.filter for r in self.rejections)
-        self.feasible = self.filters <= {"NodeResourcesFit"}
+        # thousands of fits a new target: a few combinations of filters between them
+        key = tuple(r.filter for r in self.rejections)
+        known = _FILTER_SETS.get(key)
+        if known is None:
+            filters = frozenset(key)
+            known = (filters, filters <= {"NodeResourcesFit"})
+            if len(_FILTER_SETS) < 1024:
+                _FILTER_SETS[key] = known
+        self.filters, self.feasible = known
+
+
+_FILTER_SETS: dict[tuple[str, ...], tuple[frozenset[str], bool]] = {}
 
 
 def _meta(obj: Obj) -> Mapping[str, Any]:
@@ -405,6 +416,7 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
     # nodes that changed.
     asks = None if check_affinity or volumes else _asks(
         pod, requests, gpu_res, best_effort, wanted_node, wanted_ports)
+    needs = [(k, need, units(k, need)) for k, need in requests.items() if k != PODS]
     fits: list[NodeFit] = []
     for info in infos:
         if asks is not None and (kept := info.verdicts.get(asks)) is not None:
@@ -437,11 +449,9 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
         alloc, free = info.allocatable, info.free
         if any(k not in free for k in requests):  # asked for what the node has none of
             free = {**free, **{k: 0.0 for k in requests if k not in free and k != PODS}}
-        for k, need in requests.items():
-            if k == PODS:
-                continue
+        for k, need, need_units in needs:
             have = free[k]
-            if units(k, need) > units(k, have):
+            if need_units > units(k, have):
                 rkey = (k, have, alloc.get(k))
                 if rkey not in same:
                     a = alloc.get(k, 0.0)
@@ -474,7 +484,7 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
                         break
 
         if len(rej) > 1:
-            rej.sort(key=lambda r: FILTERS.index(r.filter))
+            rej.sort(key=lambda r: _FILTER_RANK[r.filter])
         holders = [(f.ref, g) for f in info.extended if (g := f.requests.get(gpu_res))]
         holders.sort(key=lambda h: (-h[1], h[0]))
         fit = NodeFit(name, rej, alloc, info.requested, free, holders)
