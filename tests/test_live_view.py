@@ -301,9 +301,17 @@ def by_key(objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
             for o in objs}
 
 
+def lean_copies(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The snapshot's objects as a list read from the server gives them: lean, like the
+    watch cache's (a GET gives the full object)."""
+    leaner = Leaner()
+    return [leaner.lean(o["kind"], copy.deepcopy(o)) for o in objs]
+
+
 def assert_same(got: list[dict[str, Any]], want: list[dict[str, Any]]) -> None:
-    """The same objects (by namespace/name), each holding what the snapshot's holds."""
-    g, w = by_key(got), by_key(want)
+    """The same objects (by namespace/name), each holding what the snapshot's holds once
+    leaned."""
+    g, w = by_key(got), by_key(lean_copies(want))
     assert sorted(g) == sorted(w)
     bad = [k for k in w if not holds(g[k], w[k])]
     assert not bad, (bad[:3], g[bad[0]], w[bad[0]])
@@ -380,6 +388,33 @@ def test_list_and_get_equal_the_snapshot_view(
         assert one is not None
         assert holds(comparable(one), comparable(obj))
     assert view.get(kind, "no-such-object", "ml-team") is None
+
+
+def test_listed_objects_are_lean_and_share_across_lists_a_get_is_whole(
+    view: LiveView, fk: FakeKube
+) -> None:
+    # A cold diagnosis lists the pods of each GPU node: full objects made most of its peak.
+    for name, node in (("rep-a", "gpu-node-1"), ("rep-b", "gpu-node-2")):
+        fk.store.put({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "ml-team", "uid": f"uid-{name}",
+                         "labels": {"app": "rep"}, "managedFields": [{"manager": "kubelet"}]},
+            "spec": {"nodeName": node, "containers": [{
+                "name": "c", "image": "cuda:12.4",
+                "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                "livenessProbe": {"exec": {"command": ["true"]}}}]},
+            "status": {"phase": "Running", "podIP": "10.0.0.9"}})
+    a, = view.list("Pod", "ml-team", field_selector="spec.nodeName=gpu-node-1,"
+                   "metadata.name=rep-a")
+    b, = view.list("Pod", "ml-team", field_selector="spec.nodeName=gpu-node-2,"
+                   "metadata.name=rep-b")
+    assert a["spec"]["containers"] is b["spec"]["containers"]  # two lists, one copy
+    assert a["metadata"]["labels"] is b["metadata"]["labels"]
+    assert "livenessProbe" not in a["spec"]["containers"][0] and "podIP" not in a["status"]
+    assert a["spec"]["containers"][0]["resources"] == {"limits": {"nvidia.com/gpu": "1"}}
+    whole = view.get("Pod", "rep-a", "ml-team")  # the rare reader of a dropped field
+    assert whole is not None and "livenessProbe" in whole["spec"]["containers"][0]
+    assert whole["status"]["podIP"] == "10.0.0.9"
 
 
 def test_namespaced_list_and_get_default_namespace(view: LiveView, snap: SnapshotView) -> None:

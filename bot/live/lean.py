@@ -67,7 +67,8 @@ def _intern_values(d: dict[str, Any]) -> None:
 
 
 class Leaner:
-    """Projects and shares the objects of one kind; one per watch thread (not thread-safe).
+    """Projects and shares objects; one per watch thread, or used under a lock (it is not
+    thread-safe).
 
     ``table`` maps a subtree's hash to the one copy kept; ``sweep()`` forgets the subtrees
     no cached object uses any more, so a long-running cache does not keep them alive.

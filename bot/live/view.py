@@ -37,6 +37,7 @@ from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 
 from .errors import ApiForbidden, KubeconfigError, Op
 from .kinds import KINDS, KindInfo, kind_info
+from .lean import Leaner
 from .objects import Misfits
 from .objects import prepare as _prepare
 from .transport import RetryPolicy, Transport, gc_paused
@@ -92,6 +93,10 @@ class LiveView:
                                    unreachable_ttl=unreachable_ttl)
         self._source = source or f"API server {self.transport.server}"
         self.misfits = Misfits(f"API server {self.transport.server}")
+        # Direct reads share subtrees across lists (replicas on different nodes), as the
+        # watch cache does; one list at a time (a Leaner is not thread-safe).
+        self._leaner = Leaner()
+        self._leaner_lock = threading.Lock()
         self.cache = cache
         self.page_size = page_size
         self.log_tail_lines = log_tail_lines
@@ -380,10 +385,17 @@ class LiveView:
             query["labelSelector"] = label_selector
         if field_selector:
             query["fieldSelector"] = field_selector
+        # Lean like the watch cache's objects, page by page: a cold diagnosis lists the pods
+        # of every GPU node, and their full objects made most of its peak memory.
+        def lean(page: builtins.list[Obj], api_version: str) -> builtins.list[Obj]:
+            items = _prepare(info, page, api_version, self.misfits)
+            with self._leaner_lock:
+                return [self._leaner.lean(info.kind, o) for o in items]
+
         with gc_paused():
             try:
                 got = self.transport.list_all(op, info.path(ns), query,
-                                              page_size=self.page_size)
+                                              page_size=self.page_size, each_page=lean)
             except ApiForbidden as err:
                 self._refused[(info.kind, ns)] = (time.monotonic() + self.refused_ttl,
                                                   _fresh(err))
@@ -392,8 +404,7 @@ class LiveView:
                 if not info.builtin:
                     self._remember_missing(info.kind)
                 return []
-            items, _, api_version = got
-            return _prepare(info, items, api_version, self.misfits)
+            return got[0]
 
     def _served(self, info: KindInfo) -> KindInfo:
         """``info`` at the newest of its versions the server serves (one discovery GET per
