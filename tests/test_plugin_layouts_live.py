@@ -15,7 +15,7 @@ from bot.snapshot import load_snapshot
 from handlers.chain.inventory import device_plugin_nodes
 from handlers.gpu import is_device_plugin_pod
 from handlers.view import Reader
-from tests.fake_kube import FakeKube
+from tests.fake_kube import FakeKube, wait_until
 
 DP = "/var/lib/kubelet/device-plugins"
 
@@ -89,3 +89,27 @@ def test_live_reads_find_every_layout_the_function_accepts(tmp_path: Path) -> No
         pod_lists = [parse_qs(urlsplit(r.path).query) for r in fk.requests
                      if urlsplit(r.path).path.endswith("/pods")]
     assert pod_lists and all("labelSelector" in q for q in pod_lists)
+
+
+def test_a_warm_cache_s_changed_plugin_pod_is_read_again(tmp_path: Path) -> None:
+    # What is worked out per plugin pod is kept by object: the watch cache hands out a new
+    # object for a changed pod, so a plugin pod that failed stops counting at once.
+    objs: list[dict[str, Any]] = []
+    for ds, node in LAYOUTS[:2]:
+        objs += [ds, _pod_of(ds, node), _node(node)]
+    snap = tmp_path / "cluster.yaml"
+    snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objs}))
+    with FakeKube(snap) as fk:
+        view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kc")), timeout=5)
+        cache = view.watch()
+        try:
+            assert cache.wait_synced(10)
+            assert device_plugin_nodes(Reader(view)) == {"n-static", "n-hami"}
+            assert device_plugin_nodes(Reader(view)) == {"n-static", "n-hami"}  # kept
+            fk.store.put(_pod_of(LAYOUTS[0][0], "n-static", phase="Failed"))
+            wait_until(lambda: device_plugin_nodes(Reader(view)) == {"n-hami"}, timeout=5)
+            fk.store.put(_pod_of(LAYOUTS[0][0], "n-static"))
+            wait_until(lambda: device_plugin_nodes(Reader(view)) == {"n-static", "n-hami"},
+                       timeout=5)
+        finally:
+            view.close()

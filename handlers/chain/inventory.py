@@ -142,18 +142,24 @@ def device_plugin_nodes(reader: Reader) -> set[str]:
     of each DaemonSet whose template ``is_device_plugin_pod`` accepts (by its own selector,
     so layouts found by image or hostPath are read too), and pods carrying a known plugin
     label (no DaemonSet, or DaemonSets that could not be read)."""
+    global _PLUGIN_PODS
     nodes: set[str] = set()
     seen: set[tuple[str, str]] = set()
+    was, now = _PLUGIN_PODS, {}
 
     def take(pods: Iterable[Obj]) -> None:
         for p in pods:
-            key = (ns_of(p), name_of(p))
-            node = (p.get("spec") or {}).get("nodeName")
-            if key in seen or not node or not is_device_plugin_pod(p):
+            hit = was.get(id(p))
+            if hit is None or hit[0] is not p:
+                hit = (p, _plugin_pod_fact(p))
+            if (p.get("metadata") or {}).get("uid"):  # an API object: replaced, not edited
+                now[id(p)] = hit
+            fact = hit[1]
+            if fact is None or fact[0] in seen:
                 continue
-            seen.add(key)
-            if (p.get("status") or {}).get("phase") not in _TERMINAL:
-                nodes.add(str(node))
+            seen.add(fact[0])
+            if fact[1]:
+                nodes.add(fact[1])
 
     for ds in reader.list("DaemonSet"):
         selector = selector_from_object((ds.get("spec") or {}).get("selector"))
@@ -161,7 +167,26 @@ def device_plugin_nodes(reader: Reader) -> set[str]:
             take(reader.list("Pod", ns_of(ds), label_selector=selector))
     for selector in plugin_knowledge().selectors():
         take(reader.list("Pod", label_selector=selector))
+    _PLUGIN_PODS = now
     return nodes
+
+
+# id(pod) -> (pod, _plugin_pod_fact(pod)) for the pods device_plugin_nodes read last: a warm
+# watch cache hands out the same objects until they change, and a diagnosis reads thousands
+# (see handlers/memo.py). Rebuilt on every call, so it holds only pods of the last one (each
+# entry keeps its pod alive, so an id is never another object's meanwhile).
+_PluginPodFact = tuple[tuple[str, str], str] | None
+_PLUGIN_PODS: dict[int, tuple[Obj, _PluginPodFact]] = {}
+
+
+def _plugin_pod_fact(pod: Obj) -> _PluginPodFact:
+    """None unless a device-plugin pod bound to a node; else its (namespace, name) and the
+    node it runs on ("" once it has terminated)."""
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node or not is_device_plugin_pod(pod):
+        return None
+    running = (pod.get("status") or {}).get("phase") not in _TERMINAL
+    return (ns_of(pod), name_of(pod)), str(node) if running else ""
 
 
 def _build(reader: Reader, key: _Key) -> Inventory:
