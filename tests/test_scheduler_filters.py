@@ -772,3 +772,28 @@ def test_a_running_target_is_not_its_own_neighbour_on_a_remembered_node() -> Non
     assert simulate(probe, [node], by_node)[0].free["nvidia.com/gpu"] == 3  # both counted
     fit = simulate(target, [node], by_node)[0]
     assert fit.free["nvidia.com/gpu"] == 7 and fit.holders == [("ml/other", 1.0)]
+
+
+def test_verdicts_outlive_a_status_change_of_the_node_s_pods_but_not_a_new_ask() -> None:
+    node = _api(mk_node("vs-1"), "node-vs-1")
+    holder = _api(mk_pod("holder", node="vs-1", phase="Running", requests=GPU4), "pod-vs-h")
+    probe = mk_pod("probe", requests=GPU4)
+    first = simulate(probe, [node], {"vs-1": [holder]})[0]
+    assert first.fits and first.holders == [("ml/holder", 4.0)]
+    # A restart: a new object of the same pod asking the same; the verdict stands.
+    restarted = _api(mk_pod("holder", node="vs-1", phase="Running", requests=GPU4), "pod-vs-h")
+    restarted["status"]["containerStatuses"] = [{"name": "c", "restartCount": 1}]
+    assert simulate(probe, [node], {"vs-1": [restarted]})[0] is first
+    # Resized in place: it asks more, the node is judged again.
+    resized = _api(mk_pod("holder", node="vs-1", phase="Running",
+                          requests={"nvidia.com/gpu": "8"}), "pod-vs-h")
+    full = simulate(probe, [node], {"vs-1": [resized]})[0]
+    assert not full.fits and full.free["nvidia.com/gpu"] == 0
+    # Another pod in its place, asking the same: judged again (its holders differ).
+    other = _api(mk_pod("other", node="vs-1", phase="Running", requests=GPU4), "pod-vs-o")
+    moved = simulate(probe, [node], {"vs-1": [other]})[0]
+    assert moved is not first and moved.holders == [("ml/other", 4.0)]
+    # The holder finished: it holds nothing, the node is judged again.
+    done = _api(mk_pod("holder", node="vs-1", phase="Succeeded", requests=GPU4), "pod-vs-h")
+    freed = simulate(probe, [node], {"vs-1": [done]})[0]
+    assert freed.fits and freed.holders == [] and freed.free["nvidia.com/gpu"] == 8

@@ -63,7 +63,8 @@ class NodeInfo:
     anti_affinity: tuple[Obj, ...]  # active pods with required podAntiAffinity
     extended: tuple[PodFacts, ...]  # active pods asking for an extended resource (GPUs)
     # What the filters concluded here for a few recent targets (see simulate): it lives
-    # and dies with this NodeInfo, so it is exactly as fresh.
+    # with this NodeInfo, and goes on to the next one of the node only when its pods have
+    # changed in status alone (``_hold_the_same``), so it is exactly as fresh.
     verdicts: dict[Hashable, Any] = field(default_factory=dict)
     # What the filters that read only the node concluded for a few recent targets: shared
     # by every NodeInfo of this node object, as its pods come and go.
@@ -111,8 +112,13 @@ def build_node_info(node: Obj, pods: Sequence[Obj], like: NodeInfo | None = None
     """A NodeInfo computed afresh, never remembered; ``like``: one of the same node object
     with other pods (only what the pods make is computed again)."""
     if like is not None and like.node is node:
-        return replace(like, verdicts={}, **_pod_fields(like.allocatable, like.has_pod_limit,
-                                                         pods))
+        fields = _pod_fields(like.allocatable, like.has_pod_limit, pods)
+        # Most pod changes are status (a restart, readiness): the same pods asking the same
+        # leave every verdict as it was, and a busy cluster changes hundreds a second.
+        kept = (dict(like.verdicts) if like.verdicts and _hold_the_same(like.active,
+                                                                         fields["active"])
+                else {})
+        return replace(like, verdicts=kept, **fields)
     meta = node.get("metadata") or {}
     spec = node.get("spec") or {}
     status = node.get("status") or {}
@@ -157,6 +163,16 @@ def _pod_fields(alloc: dict[str, float], has_pod_limit: bool,
         "anti_affinity": tuple(f.pod for f in active if _required_anti_affinity(f.pod)),
         "extended": tuple(f for f in active if any(map(is_extended, f.requests))),
     }
+
+
+def _hold_the_same(was: tuple[PodFacts, ...], now: tuple[PodFacts, ...]) -> bool:
+    """The same active pods (by uid) with the same requests: all that the verdicts read of
+    them (ports, affinity and priority are fixed in a pod's spec; a resize changes its
+    requests, a pod that ends leaves the active ones)."""
+    if len(was) != len(now):
+        return False
+    asks = {f.uid: f.requests for f in was}
+    return all(f.uid and asks.get(f.uid) == f.requests for f in now)
 
 
 def _required_anti_affinity(pod: Obj) -> bool:
