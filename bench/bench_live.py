@@ -582,6 +582,7 @@ def warm_child(a: argparse.Namespace) -> int:
                 "rss_mb": proc_mem_mb(os.getpid())[0],
             }
         )
+        out["new_pod"] = new_pod_first(view, a.target)
         if a.card_runs:
             out["card"] = card_split(view, a.target, a.card_runs)
         if a.churn_seconds and a.fake_pid:
@@ -596,6 +597,33 @@ def warm_child(a: argparse.Namespace) -> int:
             view.close()
         sys.stdout.flush()
         os._exit(0 if out.get("times_ms") else 3)  # skip freeing a big cache at exit
+
+
+def new_pod_first(view: Any, target: str) -> dict[str, Any] | None:
+    """The first diagnosis of a pod never asked about, after the warm runs: what any pod's
+    first diagnosis costs on a warm bot (its node verdicts are new, the NodeInfos are not),
+    to set beside the very first diagnosis after warming. The pod: the first by name of the
+    pending GPU pods whose requests differ from the target's."""
+    from handlers import why_pending
+    from handlers.kube.resources import pod_requests
+    from handlers.pending.context import main_gpu_request
+    from handlers.view import Reader
+
+    ns, _, name = target.rpartition("/")
+    mine = view.get("Pod", name, ns or "default")
+    asks = pod_requests(mine) if mine is not None else None
+    pending = sorted(
+        (p for p in view.list("Pod") if not (p.get("spec") or {}).get("nodeName")
+         and (p.get("status") or {}).get("phase") == "Pending"
+         and main_gpu_request(p)[1] > 0 and pod_requests(p) != asks),
+        key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
+    if not pending:
+        return None
+    other = f"{pending[0]['metadata'].get('namespace', '')}/{pending[0]['metadata']['name']}"
+    t = time.perf_counter()
+    with view.reading():
+        why_pending.run(Reader(view), other)
+    return {"pod": other, "ms": (time.perf_counter() - t) * 1000}
 
 
 def card_split(view: Any, target: str, runs: int) -> dict[str, list[float]]:
@@ -652,7 +680,8 @@ def churn_run(view: Any, cache: Any, a: argparse.Namespace) -> dict[str, Any]:
     cpu: list[float] = []  # the diagnosing thread's own CPU time: wall minus waiting
     rss: list[tuple[float, float]] = [(0.0, proc_mem_mb(os.getpid())[0])]
     next_rss = 10.0
-    changes0 = sum(k["changes"] for k in cache.stats()["kinds"].values())
+    stats0 = cache.stats()
+    changes0 = sum(k["changes"] for k in stats0["kinds"].values())
     try:
         while (elapsed := time.monotonic() - start) < a.churn_seconds:
             t, c = time.perf_counter(), time.thread_time()
@@ -667,10 +696,15 @@ def churn_run(view: Any, cache: Any, a: argparse.Namespace) -> dict[str, Any]:
     finally:
         os.kill(a.fake_pid, signal.SIGUSR2)
     rss.append((time.monotonic() - start, proc_mem_mb(os.getpid())[0]))
-    changes = sum(k["changes"] for k in cache.stats()["kinds"].values()) - changes0
+    stats1 = cache.stats()
+    changes = sum(k["changes"] for k in stats1["kinds"].values()) - changes0
     settled = next((m for t, m in rss if t >= min(60.0, a.churn_seconds / 2)), rss[0][1])
+    half = next((m for t, m in rss if t >= a.churn_seconds / 2), rss[-1][1])
+    # What the cluster itself added: a pod's first restart stamps a lastState it lacked.
     return {"seconds": a.churn_seconds, "times_ms": times, "cpu_ms": cpu, "rss": rss,
-            "watch_changes": changes, "drift_mb": rss[-1][1] - settled}
+            "watch_changes": changes, "drift_mb": rss[-1][1] - settled,
+            "late_drift_mb": rss[-1][1] - half,
+            "content_mb": (stats1["bytes"] - stats0["bytes"]) / 1e6}
 
 
 def cache_mb(warm: dict[str, Any]) -> float:
@@ -1252,6 +1286,10 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             f"{warm['rss_after_warm_mb']:.0f} MB after warming {warm['warmed_nodes']} GPU "
             f"nodes in {warm['warm_up_s']:.2f} s; first diagnosis {t[0]:.0f} ms"
         )
+        new_pod = warm.get("new_pod")
+        if new_pod:
+            print(f"  a pod never asked before, after the warm runs ({new_pod['pod']}): first "
+                  f"diagnosis {new_pod['ms']:.0f} ms (its node verdicts are new)")
         card = warm.get("card")
         if card:
             print(
@@ -1268,6 +1306,10 @@ def bench(a: argparse.Namespace, work: Path) -> int:
                 f"({len(ct)} runs); RSS drift {churn['drift_mb']:+.0f} MB "
                 f"({' '.join(f'{m:.0f}' for _, m in churn['rss'])})"
             )
+            if "late_drift_mb" in churn:
+                print(f"  churn memory: the cached objects' JSON grew "
+                      f"{churn['content_mb']:+.1f} MB (a pod's first restart stamps its "
+                      f"lastState); RSS over the second half {churn['late_drift_mb']:+.0f} MB")
             cc = churn.get("cpu_ms") or []
             print(f"  churn run times ms: {' '.join(f'{x:.0f}' for x in ct[:80])}")
             if cc:  # the rest of the wall time waited: the API server, the watch threads
@@ -1350,7 +1392,8 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             f"{'met' if card_p50 < 250 else 'MISSED' if card_p50 == card_p50 else 'not run'}, "
             f"churn p50 < 100 ms "
             f"{'met' if churn_p50 < 100 else 'MISSED' if churn_p50 == churn_p50 else 'not run'}"
-            + (f", churn drift {churn['drift_mb']:+.0f} MB" if churn else "")
+            + (f", churn drift {churn['drift_mb']:+.0f} MB (second half "
+               f"{churn.get('late_drift_mb', float('nan')):+.0f} MB)" if churn else "")
             + relist_target(warm)
         )
     print(
