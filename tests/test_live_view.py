@@ -391,11 +391,11 @@ def test_list_and_get_equal_the_snapshot_view(
 
 
 def test_listed_objects_are_lean_and_share_across_lists_a_get_is_whole(
-    view: LiveView, fk: FakeKube
+    fresh: FakeKube, tmp_path: Path
 ) -> None:
     # A cold diagnosis lists the pods of each GPU node: full objects made most of its peak.
     for name, node in (("rep-a", "gpu-node-1"), ("rep-b", "gpu-node-2")):
-        fk.store.put({
+        fresh.store.put({
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": "ml-team", "uid": f"uid-{name}",
                          "labels": {"app": "rep"}, "managedFields": [{"manager": "kubelet"}]},
@@ -404,6 +404,15 @@ def test_listed_objects_are_lean_and_share_across_lists_a_get_is_whole(
                 "resources": {"limits": {"nvidia.com/gpu": "1"}},
                 "livenessProbe": {"exec": {"command": ["true"]}}}]},
             "status": {"phase": "Running", "podIP": "10.0.0.9"}})
+    view = open_live_view(str(fresh.write_kubeconfig(tmp_path / "kc")), timeout=5.0,
+                          retry=FAST)
+    try:
+        _lean_and_whole(view)
+    finally:
+        view.close()
+
+
+def _lean_and_whole(view: LiveView) -> None:
     a, = view.list("Pod", "ml-team", field_selector="spec.nodeName=gpu-node-1,"
                    "metadata.name=rep-a")
     b, = view.list("Pod", "ml-team", field_selector="spec.nodeName=gpu-node-2,"
