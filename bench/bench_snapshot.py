@@ -332,10 +332,10 @@ def main(argv: list[str] | None = None) -> int:
     for res in results[1:]:
         if res.runs and not res.failure:
             try:
-                codes = finding_codes(json.loads(res.runs[-1].stdout))
+                found = finding_codes(json.loads(res.runs[-1].stdout))
             except ValueError:
-                codes = []
-            print(f"{res.name} findings: {', '.join(codes) if codes else '(none found in output)'}")
+                found = []
+            print(f"{res.name} findings: {', '.join(found) if found else '(none found in output)'}")
 
     if a.profile:
         profile("why-pending", ["why-pending", a.target, *snap], a.profile, env, a.top)

@@ -249,8 +249,8 @@ def _handler(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
                 self._send(200, f"OK - {len(raw)}".encode(), content_type="text/plain")
                 return
             if parts.path.startswith("/response/"):
-                params = json.loads(raw or b"{}")
-                fake._record(Call("response_url", params, headers, parts.path))
+                fake._record(Call("response_url", json.loads(raw or b"{}"), headers,
+                                  parts.path))
                 self._send(200, b"ok", content_type="text/plain")
                 return
             if not parts.path.startswith("/api/"):

@@ -48,7 +48,7 @@ class FakeSocketMode:
         await site.start()
         server = site._server
         assert server is not None
-        self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
 
     async def _ws(self, request: web.Request) -> web.WebSocketResponse:
         ws = web.WebSocketResponse(autoping=True)
