@@ -507,7 +507,8 @@ def warm_child(a: argparse.Namespace) -> int:
         from handlers.warm import warm
 
         t1 = time.perf_counter()
-        out["warmed_nodes"] = warm(Reader(view))  # as `gpubot serve` does once synced
+        warmed = warm(Reader(view))  # as `gpubot serve` does once synced
+        out["warmed_nodes"], out["warmed_pending"] = warmed.gpu_nodes, warmed.pending
         from bot.live.cache import settle_gc
 
         settle_gc()
@@ -582,7 +583,7 @@ def warm_child(a: argparse.Namespace) -> int:
                 "rss_mb": proc_mem_mb(os.getpid())[0],
             }
         )
-        out["new_pod"] = new_pod_first(view, a.target)
+        out["new_pod"] = new_pod_first(view, a)
         if a.card_runs:
             out["card"] = card_split(view, a.target, a.card_runs)
         if a.churn_seconds and a.fake_pid:
@@ -599,31 +600,45 @@ def warm_child(a: argparse.Namespace) -> int:
         os._exit(0 if out.get("times_ms") else 3)  # skip freeing a big cache at exit
 
 
-def new_pod_first(view: Any, target: str) -> dict[str, Any] | None:
-    """The first diagnosis of a pod never asked about, after the warm runs: what any pod's
-    first diagnosis costs on a warm bot (its node verdicts are new, the NodeInfos are not),
-    to set beside the very first diagnosis after warming. The pod: the first by name of the
-    pending GPU pods whose requests differ from the target's."""
+def new_pod_first(view: Any, a: argparse.Namespace) -> dict[str, Any] | None:
+    """The first diagnosis of a pod that became pending after the warm-up (which diagnosed
+    the pods pending then): what a new pod's first diagnosis costs on a warm bot, its node
+    verdicts new. The pod is the target's copy with one more toleration (a kind of its own),
+    created through the API server, diagnosed once it is cached, then deleted."""
+    import kubernetes
+
     from handlers import why_pending
-    from handlers.kube.resources import pod_requests
-    from handlers.pending.context import main_gpu_request
     from handlers.view import Reader
 
-    ns, _, name = target.rpartition("/")
-    mine = view.get("Pod", name, ns or "default")
-    asks = pod_requests(mine) if mine is not None else None
-    pending = sorted(
-        (p for p in view.list("Pod") if not (p.get("spec") or {}).get("nodeName")
-         and (p.get("status") or {}).get("phase") == "Pending"
-         and main_gpu_request(p)[1] > 0 and pod_requests(p) != asks),
-        key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"]))
-    if not pending:
+    ns, _, name = a.target.rpartition("/")
+    ns = ns or "default"
+    mine = view.get("Pod", name, ns)
+    if mine is None:
         return None
-    other = f"{pending[0]['metadata'].get('namespace', '')}/{pending[0]['metadata']['name']}"
-    t = time.perf_counter()
-    with view.reading():
-        why_pending.run(Reader(view), other)
-    return {"pod": other, "ms": (time.perf_counter() - t) * 1000}
+    new = f"{name}-new"
+    spec = {k: v for k, v in mine["spec"].items() if k != "nodeName"}
+    spec["tolerations"] = [*(spec.get("tolerations") or []),
+                           {"key": "bench.gpubot.io/new", "operator": "Exists"}]
+    body: Any = {"apiVersion": "v1", "kind": "Pod", "spec": spec,
+            "metadata": {"name": new, "namespace": ns,
+                         "labels": mine["metadata"].get("labels") or {}}}
+    client = kubernetes.config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(a.kubeconfig))
+    api = kubernetes.client.CoreV1Api(client)
+    api.create_namespaced_pod(ns, body, _request_timeout=a.request_timeout)
+    try:
+        deadline = time.monotonic() + 30
+        while not view.list("Pod", ns, field_selector=f"metadata.name={new}"):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+        t = time.perf_counter()
+        with view.reading():
+            why_pending.run(Reader(view), f"{ns}/{new}")
+        return {"pod": f"{ns}/{new}", "ms": (time.perf_counter() - t) * 1000}
+    finally:
+        api.delete_namespaced_pod(new, ns, grace_period_seconds=0,
+                                  _request_timeout=a.request_timeout)
 
 
 def card_split(view: Any, target: str, runs: int) -> dict[str, list[float]]:
@@ -1284,12 +1299,13 @@ def bench(a: argparse.Namespace, work: Path) -> int:
         print(
             f"  synced bot: RSS {warm['rss_after_sync_mb']:.0f} MB after sync, "
             f"{warm['rss_after_warm_mb']:.0f} MB after warming {warm['warmed_nodes']} GPU "
-            f"nodes in {warm['warm_up_s']:.2f} s; first diagnosis {t[0]:.0f} ms"
+            f"nodes and {len(warm['warmed_pending'])} kinds of pending pod in "
+            f"{warm['warm_up_s']:.2f} s; first diagnosis {t[0]:.0f} ms"
         )
         new_pod = warm.get("new_pod")
         if new_pod:
-            print(f"  a pod never asked before, after the warm runs ({new_pod['pod']}): first "
-                  f"diagnosis {new_pod['ms']:.0f} ms (its node verdicts are new)")
+            print(f"  a pod pending since the warm-up ({new_pod['pod']}): first diagnosis "
+                  f"{new_pod['ms']:.0f} ms (its node verdicts are new)")
         card = warm.get("card")
         if card:
             print(

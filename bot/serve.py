@@ -116,13 +116,14 @@ def _warm_when_synced(view: ClusterView, cache: WatchCache, settle: bool) -> Non
             return
     started = time.monotonic()
     try:
-        n = warm(Reader(view))
+        warmed = warm(Reader(view))
     except Exception:  # a warm-up that fails costs speed, never the bot
         log.exception("warming the diagnosis memos failed")
         return
     if settle:
         settle_gc()
-    log.info("watch cache synced; %d GPU nodes warmed in %.1f s", n, time.monotonic() - started)
+    log.info("watch cache synced; %d GPU nodes and %d kinds of pending pod warmed in %.1f s",
+             warmed.gpu_nodes, len(warmed.pending), time.monotonic() - started)
 
 
 def _metrics_and_alerts(bot: SlackBot, settings: Settings) -> None:

@@ -9,19 +9,25 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from bot.live import open_live_view
 from bot.serve import add_arguments
+from bot.snapshot import load_snapshot
+from bot.snapshot.view import SnapshotView
 from handlers.pending.context import node_table
 from handlers.scheduler import nodeinfo
-from handlers.view import Reader
-from handlers.warm import warm
+from handlers.scheduler.filters import simulate
+from handlers.view import Obj, Reader
+from handlers.warm import pending_kinds, warm
 from tests.fake_kube import FakeKube
 from tests.fake_slack import FakeSlack
 from tests.fake_slack.harness import ROOT
 from tests.serving import serving
+from tests.test_scheduler_filters import mk_pod
 
 EXAMPLE = ROOT / "examples" / "plugin-crashloop-cuda-mismatch"
 
@@ -86,9 +92,19 @@ def test_warm_builds_every_nodes_node_info_from_the_cached_objects(tmp_path: Pat
             assert cache.wait_synced(30)
             nodeinfo._REMEMBERED.clear()
             node_table._last = None
-            n = warm(Reader(live))
+            warmed = warm(Reader(live))
             nodes = live.list("Node")
-            assert 0 < n <= len(nodes) == len(nodeinfo._REMEMBERED)
+            assert 0 < warmed.gpu_nodes <= len(nodes) == len(nodeinfo._REMEMBERED)
+            # The pending GPU pod's verdicts on every node are kept: its first diagnosis
+            # finds them (simulate hands out the very fits the warm-up made).
+            assert warmed.pending == ["ml-team/train-0"]
+            kept = {name: list(info.verdicts.values())
+                    for name, info in nodeinfo._REMEMBERED.items()}
+            pod = live.get("Pod", "train-0", "ml-team")
+            assert pod is not None
+            fits = simulate(pod, nodes, cache.pods_on([n["metadata"]["name"] for n in nodes]))
+            for fit in fits:
+                assert any(fit is k for k in kept[fit.node]), fit.node
             # Built from the very objects the cache hands out: a diagnosis will hit them.
             for name, info in nodeinfo._REMEMBERED.items():
                 assert info.node is live.get("Node", name)
@@ -98,3 +114,51 @@ def test_warm_builds_every_nodes_node_info_from_the_cached_objects(tmp_path: Pat
         finally:
             cache.stop()
             live.close()
+
+
+def test_pending_kinds_are_the_oldest_gpu_pod_of_each_kind_most_pods_first(
+        tmp_path: Path) -> None:
+    def pod(name: str, gpus: str, stamp: str, **extra: Any) -> dict[str, Any]:
+        p = mk_pod(name, requests={"nvidia.com/gpu": gpus}, uid=f"uid-{name}", **extra)
+        p["apiVersion"] = "v1"
+        p["metadata"]["creationTimestamp"] = f"2026-01-0{stamp}T00:00:00Z"
+        return p
+
+    tol = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
+    pods = [
+        pod("one-a", "1", "3"), pod("one-b", "1", "2"), pod("one-c", "1", "4"),  # 3 pods
+        pod("two-a", "2", "5"), pod("two-b", "2", "1"),  # 2 pods
+        pod("tol-a", "1", "1", tolerations=tol),  # tolerates: a kind of its own
+        pod("placed", "1", "1", node="gpu-1", phase="Running"),
+        pod("ended", "1", "1", phase="Failed"),
+        mk_pod("cpu-only", requests={"cpu": "1"}, uid="uid-cpu"),
+    ]
+    snap = tmp_path / "cluster.yaml"
+    snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": pods}))
+    reader = Reader(load_snapshot(snap))
+    names = [p["metadata"]["name"] for p in pending_kinds(reader, limit=10)]
+    assert names == ["one-b", "two-b", "tol-a"]
+    assert [p["metadata"]["name"] for p in pending_kinds(reader, limit=2)] == ["one-b", "two-b"]
+
+
+def test_a_pending_pod_gone_before_its_warm_diagnosis_is_passed_over() -> None:
+    class Racing:  # the pod was listed, then deleted before it was diagnosed
+        def __init__(self, inner: SnapshotView) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def list(self, kind: str, namespace: str | None = None, *,
+                 label_selector: str | None = None,
+                 field_selector: str | None = None) -> list[Obj]:
+            got = self.inner.list(kind, namespace, label_selector=label_selector,
+                                  field_selector=field_selector)
+            if kind == "Pod" and field_selector == "spec.nodeName=":
+                ghost = mk_pod("ghost", "ml-team", requests={"nvidia.com/gpu": "3"},
+                               uid="uid-ghost")
+                got = [*got, ghost]
+            return got
+
+    warmed = warm(Reader(Racing(load_snapshot(EXAMPLE))))  # type: ignore[arg-type]
+    assert warmed.pending == ["ml-team/train-0"]  # the ghost's kind came first, and went

@@ -32,7 +32,10 @@ Obj = Mapping[str, Any]
 
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure")
 _MAX_REMEMBERED = 50_000  # nodes; more means several clusters' worth: start again
-_KEPT_PER_NODE = 8  # conclusions kept per NodeInfo: of a few recent targets
+# Conclusions kept per NodeInfo, of a few recent targets: a why-pending leaves up to three on
+# a GPU node (its own fit, a what-if's, preemption's sums), and the warm-up one kind of pending
+# pod after another (handlers/warm.py).
+_KEPT_PER_NODE = 16
 
 
 @dataclass(frozen=True, eq=False)
