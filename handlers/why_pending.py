@@ -283,11 +283,12 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
     diag.finish()
     _one_critical_per_cause(diag)
-    if p is not None and not any(f.fits for f in p.fits):
+    fits_nowhere = p is not None and not any(f.fits for f in p.fits)
+    if fits_nowhere:
         _blocking_root(diag)
     if p is not None and not _gated(ctx):
         _fits_if(ctx, p, diag)
-        if not any(f.fits for f in p.fits):
+        if fits_nowhere:
             _rolled_back(ctx, diag)
     return diag
 

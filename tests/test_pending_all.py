@@ -220,3 +220,12 @@ def test_template_shows_every_row(name: str) -> None:
         assert r["workload"] in text and r["namespace"] in text
     for f in d.findings:
         assert f.code in text
+
+
+def test_wrong_gpu_type_names_each_older_node_with_its_family_and_product() -> None:
+    scenario = Path(__file__).parent / "scenarios" / "wrong-gpu-type-untargeted"
+    diag = why_pending.run(Reader(load_snapshot(scenario / "cluster.yaml")),
+                           "ml-team/bf16-finetune")
+    wrong = next(f for f in diag.findings if f.code == "WRONG_GPU_TYPE")
+    assert "node ip-10-12-2-3.ec2.internal: nvidia.com/gpu.family=turing, Tesla-T4" in (
+        wrong.evidence)

@@ -98,7 +98,7 @@ class _Sim:
         # So does an existing pod's anti-affinity that turned the pod away: its topology
         # (a zone) may span a new node like those it blocks.
         self.whole = bool(aff.get("podAffinity") or aff.get("podAntiAffinity")) or any(
-            r.filter == "InterPodAffinity" for f in ctx.node_fits for r in f.rejections)
+            "InterPodAffinity" in f.filters for f in ctx.node_fits)
         self.scope = None if self.whole or scope is None else set(scope)
         # Node names in the cluster's order, and the scope's, worked out once: a search
         # runs the filters a dozen times over a thousand nodes.

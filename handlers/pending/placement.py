@@ -645,9 +645,9 @@ def _wrong_type(ctx: PendingContext, nodes: list[Obj], ref: ObjectRef) -> list[F
         "WRONG_GPU_TYPE", Severity.INFO,
         f"The pod can land on {len(weaker)} node(s) with an older GPU family than {wanted}.",
         (ref, *(ObjectRef("Node", n) for n in list(weaker)[:5])),
-        (why, *(f"node {n}: nvidia.com/gpu.family={f}, {gpu_product(p)}"
-                for n, f in list(weaker.items())[:5]
-                for p in nodes if name_of(p) == n)),
+        (why, *(f"node {n}: nvidia.com/gpu.family={f}, "
+                f"{gpu_product(ctx.nodes_by_name[n])}"
+                for n, f in list(weaker.items())[:5])),
         "Pin the GPU type with GFD labels:\nnodeSelector:\n  nvidia.com/gpu.family: " + wanted,
     )]
 
