@@ -54,6 +54,9 @@ GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.family", "nvidia.co
                    "nvidia.com/gpu.machine", "node.kubernetes.io/instance-type")
 _MAX_BRUTE = 12  # holders per node tried exhaustively for the fewest pods to move
 _MAX_TRIES = 3  # nodes re-checked per kind of change
+# Filters that rule a node out for where the pod is sent (its nodeName, node selector and
+# affinity, tolerations, its volumes' node affinity): a node like it rules the pod out too.
+_TARGETING = frozenset({"NodeName", "NodeAffinity", "TaintToleration", "VolumeNodeAffinity"})
 
 
 @dataclass
@@ -291,10 +294,9 @@ class _Search:
 
     def add_nodes(self) -> None:
         """A new node like a feasible one of the pool: empty, ready, all its GPUs."""
-        targeting = {"NodeName", "NodeAffinity", "TaintToleration", "VolumeNodeAffinity"}
         res = self.res or GPU_RESOURCE
         from handlers.grouping import pool_of
-        cands = [f for f in self.pool() if not (f.filters & targeting)]
+        cands = [f for f in self.pool() if not (f.filters & _TARGETING)]
         shapes: dict[tuple[str | None, float, tuple[tuple[str, float], ...]], NodeFit] = {}
         for f in sorted(cands, key=lambda f: (-self.physical(f.node), f.node)):
             # A new node is like its pool's nodes: one try per kind of node.
@@ -384,10 +386,9 @@ class _Search:
         res = self.res
         if not res:
             return
-        targeting = {"NodeName", "NodeAffinity", "TaintToleration", "VolumeNodeAffinity"}
         # Nodes the pod may go to that offer none of what it asks (a typo, a MIG strategy):
         # ask what they offer instead.
-        offered = {k for f in self.pool() if not (f.filters & targeting)
+        offered = {k for f in self.pool() if not (f.filters & _TARGETING)
                    and not f.allocatable.get(res) for k, v in f.allocatable.items()
                    if is_gpu_resource(k) and v > 0 and k != res}
         if not any(f.allocatable.get(res) for f in self.pool()):
