@@ -11,7 +11,8 @@ from __future__ import annotations
 from handlers.chain import check_chain
 from handlers.chain.node import node_ready
 from handlers.errors import TargetNotFound, close_names
-from handlers.model import Diagnosis, Finding, ObjectRef, Severity
+from handlers.finish import finish
+from handlers.model import Diagnosis, Finding, ObjectRef
 from handlers.runtime import checks as runtime
 from handlers.view import Reader, names
 
@@ -24,8 +25,8 @@ def run(reader: Reader, node: str | None = None) -> Diagnosis:
         if obj is None:
             if not reader.readable("Node"):
                 diag.unchecked = list(reader.unchecked)
-                diag.details["all_clear"] = False
-                return diag.finish()
+                diag.can_clear = False
+                return finish(diag)
             raise TargetNotFound(f'node "{node}" not found',
                                  close_names(node, names(reader.list("Node"))))
         scope = [obj]
@@ -38,8 +39,7 @@ def run(reader: Reader, node: str | None = None) -> Diagnosis:
         if chain.row.get("verdict") == "NotReady" and obj is not None:
             _, why = node_ready(obj)
             diag.add(Finding(
-                "NODE_NOT_READY", Severity.CRITICAL,
-                f"GPU node {chain.node} is NotReady: its GPUs cannot be used.",
+                "NODE_NOT_READY", f"GPU node {chain.node} is NotReady: its GPUs cannot be used.",
                 objects=(ObjectRef("Node", chain.node),), evidence=(why.strip(),),
                 fix=(f"kubectl describe node {chain.node}\nOn the node: journalctl -u kubelet "
                      "-n 100; systemctl status containerd")))
@@ -52,11 +52,11 @@ def run(reader: Reader, node: str | None = None) -> Diagnosis:
     diag.details["rows"] = [c.row for c in report.nodes]
     diag.details["passed"] = {c.node: c.passed for c in report.nodes}
     if not report.nodes:
-        diag.details["all_clear"] = False
+        diag.can_clear = False
         diag.details["note"] = ("no GPU nodes found: no node advertises nvidia.com/gpu, "
                                 "carries GPU labels or runs a device-plugin pod")
     elif scope and report.nodes[0].row.get("verdict") == "not a GPU node":
-        diag.details["all_clear"] = False  # nothing in the chain applies to it
+        diag.can_clear = False  # nothing in the chain applies to it
         diag.details["note"] = (f"{node} is not a GPU node: it advertises no nvidia.com/gpu, "
                                 "carries no GPU labels and runs no device-plugin pod")
-    return diag.finish()
+    return finish(diag)

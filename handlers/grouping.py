@@ -112,5 +112,5 @@ def _merge(members: list[tuple[Finding, str]], pools: Mapping[str, str | None]) 
                     "more lines"]
     others = ", ".join(names[1:])
     fix = (f"{first.fix}\nThe same on {others}." if first.fix else "")
-    return Finding(first.code, first.severity, summary, tuple(objects), tuple(evidence), fix,
-                   tuple(actions))
+    return Finding(first.code, summary, tuple(objects), tuple(evidence), fix,
+                   tuple(actions), first.conditions)

@@ -1,36 +1,28 @@
 """Core types: a diagnosis is a list of findings plus the checks that ran.
 
-Handlers build these; the CLI, templates and Slack only read them.
+Handlers build these; ``handlers.finish.finish`` has the last word on a diagnosis; the CLI,
+templates and Slack only read them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from typing import Any
 
-from handlers.codes import CODES, code_rank
-from handlers.rootcause import RootCause, link
+from handlers.cards import card, known_conditions
+from handlers.severity import Severity
 
-
-class Severity(StrEnum):
-    CRITICAL = "critical"
-    WARNING = "warning"
-    INFO = "info"
-    OK = "ok"
-
-    @property
-    def rank(self) -> int:
-        """Lower is worse: sorts critical first."""
-        return _SEVERITY_RANK[self]
-
-    @property
-    def is_problem(self) -> bool:
-        return self in (Severity.CRITICAL, Severity.WARNING)
-
-
-_SEVERITY_RANK = {Severity.CRITICAL: 0, Severity.WARNING: 1, Severity.INFO: 2, Severity.OK: 3}
+__all__ = [
+    "Diagnosis",
+    "Finding",
+    "FitChange",
+    "NodeVerdict",
+    "ObjectRef",
+    "Rollback",
+    "RootCause",
+    "Severity",
+]
 
 
 @dataclass(frozen=True, order=True)
@@ -46,22 +38,39 @@ class ObjectRef:
 
 @dataclass(frozen=True)
 class Finding:
-    """One root cause (or passed check) with its proof and its fix."""
+    """One root cause (or passed check) with its proof and its fix.
+
+    Its severity is not the check's to choose: the code's card decides it from the
+    ``conditions`` the evidence shows (``handlers/cards.py``, ``knowledge/severity.yaml``).
+    """
 
     code: str
-    severity: Severity
     summary: str
     objects: tuple[ObjectRef, ...] = ()
     evidence: tuple[str, ...] = ()
     fix: str = ""
-    # Approval-gated actions a finding proposes, e.g. ("restart-device-plugin", "gpu-node-7").
+    # Approval-gated actions a finding proposes, e.g. ("restart-device-plugin", "gpu-node-7");
+    # each must be one its card offers.
     actions: tuple[tuple[str, str], ...] = ()
+    conditions: frozenset[str] = frozenset()
     # Codes of the other findings of the diagnosis that explain this one (handlers.rootcause).
     caused_by: tuple[str, ...] = ()
+    severity: Severity = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        if self.code not in CODES:
-            raise ValueError(f"unknown finding code {self.code!r}")
+        try:
+            c = card(self.code)
+        except KeyError:
+            raise ValueError(f"unknown finding code {self.code!r}") from None
+        unknown = self.conditions - known_conditions(self.code)
+        if unknown:
+            raise ValueError(f"{self.code}: conditions {sorted(unknown)} are not in its card "
+                             "or knowledge/severity.yaml")
+        offered = c.actions or {}
+        bad = [a for a, _ in self.actions if a not in offered]
+        if bad:
+            raise ValueError(f"{self.code}: actions {bad} are not offered by its card")
+        object.__setattr__(self, "severity", c.severity(self.conditions))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +82,7 @@ class Finding:
             "fix": self.fix,
             "actions": [{"action": a, "target": t} for a, t in self.actions],
             "caused_by": list(self.caused_by),
+            "conditions": sorted(self.conditions),
         }
 
 
@@ -90,6 +100,44 @@ class NodeVerdict:
         return asdict(self)
 
 
+@dataclass(frozen=True)
+class RootCause:
+    code: str
+    summary: str
+    finding: int  # index into Diagnosis.findings
+    fix: str = ""
+    symptoms: tuple[str, ...] = ()  # codes it explains, in the order they follow it
+
+    def to_json(self) -> dict[str, object]:
+        return {"code": self.code, "summary": self.summary, "finding": self.finding}
+
+
+@dataclass(frozen=True)
+class FitChange:
+    """One smallest change after which the pending pod passes every filter on some node
+    (handlers.pending.fitsif), or a rollback; ``cost`` orders them."""
+
+    change: str  # one of handlers.cards.CHANGES
+    summary: str
+    nodes: Sequence[str] = ()
+    objects: Sequence[ObjectRef] = ()
+    cost: tuple[float, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"change": self.change, "summary": self.summary, "nodes": list(self.nodes),
+                "objects": [asdict(o) for o in self.objects]}
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """A recent rollout whose previous revision would let the pod fit: the finisher puts it
+    at the head of the root cause's fix and among the ways to make it fit."""
+
+    evidence: str
+    fix: str
+    option: FitChange
+
+
 @dataclass
 class Diagnosis:
     command: str
@@ -102,7 +150,13 @@ class Diagnosis:
     root_cause: RootCause | None = None  # set by finish()
     # Smallest changes that would let the pod schedule, each verified by the filters
     # (handlers.pending.fitsif); why-pending only.
-    fits_if: list[dict[str, Any]] = field(default_factory=list)
+    fits_if: list[FitChange] = field(default_factory=list)
+    # False when finding nothing does not mean all is well: a report (nodes, quota), or a
+    # diagnosis that could not look (no GPU node, a pod that is not pending): no ALL_CLEAR.
+    can_clear: bool = True
+    # why-pending: the pod passes no node's filters now (its causes each block it alone).
+    fits_nowhere: bool = False
+    rollback: Rollback | None = None
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)
@@ -122,27 +176,6 @@ class Diagnosis:
     def codes(self) -> list[str]:
         return [f.code for f in self.findings]
 
-    def finish(self) -> Diagnosis:
-        """Order findings by importance and add ALL_CLEAR when nothing is wrong."""
-        seen: set[tuple[str, str, tuple[ObjectRef, ...]]] = set()
-        unique = []
-        for f in self.findings:
-            key = (f.code, f.summary, f.objects)
-            if key not in seen:
-                seen.add(key)
-                unique.append(f)
-        if not any(f.severity.is_problem for f in unique) and not any(
-            f.code == "ALL_CLEAR" for f in unique
-        ) and self.details.get("all_clear", True):
-            unique.append(Finding(
-                "ALL_CLEAR", Severity.OK, "Every check in the chain passed.",
-                evidence=tuple(self.checks),
-            ))
-        unique.sort(key=lambda f: (f.severity.rank, code_rank(f.code)))
-        # The root cause leads, its symptoms under it (handlers.rootcause).
-        self.findings, self.root_cause = link(unique)
-        return self
-
     def to_json(self) -> dict[str, Any]:
         return {
             "command": self.command,
@@ -152,6 +185,6 @@ class Diagnosis:
             "checks": list(self.checks),
             "unchecked": list(self.unchecked),
             "nodes": [n.to_json() for n in self.nodes],
-            "fits_if": list(self.fits_if),
+            "fits_if": [c.to_json() for c in self.fits_if],
             "details": self.details,
         }

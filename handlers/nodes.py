@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from handlers import dra
+from handlers.finish import finish
 from handlers.gpu import (
     GPU_RESOURCE,
     expected_gpu_count,
@@ -23,7 +24,7 @@ from handlers.gpu import (
 )
 from handlers.kube.resources import pod_requests
 from handlers.kube.taints import LIFECYCLE_TAINT_KEYS
-from handlers.model import Diagnosis, Finding, ObjectRef, Severity
+from handlers.model import Diagnosis, Finding, ObjectRef
 from handlers.runtime import checks as runtime
 from handlers.view import ACTIVE_PODS, Obj, Reader
 
@@ -147,7 +148,7 @@ def run(reader: Reader) -> Diagnosis:
         m.unavailable += max(row.capacity, float(expected_gpu_count(n) or 0)) - row.allocatable
         if row.capacity > row.allocatable:
             diag.add(Finding(
-                "GPU_UNHEALTHY", Severity.WARNING,
+                "GPU_UNHEALTHY",
                 f"{name} advertises {row.allocatable:g} of its {row.capacity:g} GPUs.",
                 (ObjectRef("Node", name),),
                 (f"capacity nvidia.com/gpu: {row.capacity:g}",
@@ -155,6 +156,7 @@ def run(reader: Reader) -> Diagnosis:
                 # No restart offered here: only doctor reads the logs that tell a hardware
                 # fault (drain and repair) from a plugin that can re-check its devices.
                 f"gpubot doctor {name}",
+                conditions=frozenset({"all-unusable"} if not row.allocatable else ()),
             ))
     for product, demand in pending.items():
         if product in models:
@@ -175,7 +177,7 @@ def run(reader: Reader) -> Diagnosis:
     if dra_counts:
         diag.details["totals"]["dra"] = {
             k: sum(c[k] for c in dra_counts.values()) for k in ("published", "allocated", "free")}
-    diag.details["all_clear"] = False  # a ledger, not a check of the chain
+    diag.can_clear = False  # a ledger, not a check of the chain
     runtime.enrich(reader, diag, idle=True, allocation=True)
     diag.unchecked.extend(reader.unchecked)
-    return diag.finish()
+    return finish(diag)

@@ -37,6 +37,7 @@ from typing import Any
 from handlers import batchjobs, why_pending
 from handlers.dra import gpu_devices_asked, uses_claims
 from handlers.errors import GpubotError
+from handlers.finish import finish
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_labels, parse_label_selector
@@ -306,7 +307,7 @@ def diagnose(reader: Reader, w: PendingWorkload) -> Diagnosis:
 
 
 def root_cause(diag: Diagnosis) -> Finding | None:
-    """The root cause (first, see Diagnosis.finish); else the first finding that names
+    """The root cause (first, see handlers.finish); else the first finding that names
     anything at all."""
     for f in diag.findings:
         if f.severity.is_problem:
@@ -362,7 +363,7 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
         try:
             one = diagnose(reader, w)
             found = root_cause(one)
-            row["fits_if"] = one.fits_if
+            row["fits_if"] = [c.to_json() for c in one.fits_if]
             row["fits_if_closest"] = one.details.get("fits_if_closest", "")
         except Exception as err:  # one broken diagnosis must not sink the whole report
             found = None
@@ -397,16 +398,15 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
     if workloads or not all(reader.readable(k) for k in ("Pod", "Event", "Job")):
         # Pending workloads are never "all clear", even when every cause is only info; and
         # nothing found in lists that could not be read proves nothing.
-        diag.details["all_clear"] = False
+        diag.can_clear = False
     else:
         diag.add(Finding(
-            "ALL_CLEAR", Severity.OK,
-            f"No GPU workload is pending in {where}.",
+            "ALL_CLEAR", f"No GPU workload is pending in {where}.",
             evidence=("unbound Pending pods requesting a GPU: 0",
                       "GPU controllers short of pods with FailedCreate events: 0"),
         ))
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
-    return diag.finish()
+    return finish(diag)
 
 
 def _totals(workloads: Iterable[PendingWorkload]) -> dict[str, Any]:

@@ -38,10 +38,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from handlers.finish import finish
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.quantity import QuantityError, fmt_quantity, parse_quantity
 from handlers.kube.resources import is_best_effort, pod_requests
-from handlers.model import Diagnosis, Finding, ObjectRef, Severity
+from handlers.model import Diagnosis, Finding, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.pending.quota import EXCEEDED_RE, check_requests_limits_unequal
 from handlers.pending_all import FAILED_CREATE, PendingWorkload, find_pending
@@ -286,7 +287,7 @@ def _exceeded(row: dict[str, Any], events: list[Obj]) -> Finding | None:
            f"kubectl -n {ns} patch resourcequota {q} --type merge "
            f"-p '{{\"spec\":{{\"hard\":{{\"{key}\":\"{raise_to}\"}}}}}}'")
     return Finding(
-        "QUOTA_EXCEEDED", Severity.WARNING,
+        "QUOTA_EXCEEDED",
         f"ResourceQuota {q} in {ns} is used up for {key}: {fmt_quantity(used)} of "
         f"{fmt_quantity(hard)}; {', '.join(parts)}.",
         tuple(objects), tuple(evidence), fix,
@@ -315,7 +316,7 @@ def run(reader: Reader, namespace: str | None = None) -> Diagnosis:
     scope_text = f"namespace {namespace}" if namespace else "all namespaces"
     diag = Diagnosis("quota", scope_text)
     diag.check("ResourceQuota GPU entries: used/hard, holders, pending demand")
-    diag.details["all_clear"] = False  # a report, not a check of the chain
+    diag.can_clear = False  # a report, not a check of the chain
     quotas = sorted(reader.list("ResourceQuota", namespace),
                     key=lambda q: (ns_of(q), name_of(q)))
     gpu_quotas: list[tuple[Obj, list[QuotaKey]]] = []
@@ -366,4 +367,4 @@ def run(reader: Reader, namespace: str | None = None) -> Diagnosis:
     diag.details["info"] = info
     diag.details["queues"] = queue_rows(reader, namespace)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
-    return diag.finish()
+    return finish(diag)

@@ -10,65 +10,11 @@ are about the same node (or one of them is about no node at all, e.g. a LimitRan
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
+from handlers.cards import catalogue
 from handlers.codes import code_rank
-
-if TYPE_CHECKING:  # model imports this module
-    from handlers.model import Finding
-
-_PLUGIN_CAUSES = ("CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED", "DRIVER_NOT_READY",
-                  "CONTAINER_RUNTIME_NOT_CONFIGURED", "DEVICE_PLUGIN_NOT_PRIVILEGED",
-                  "TIMESLICING_CONFIG_INVALID", "GPU_HARDWARE_NOT_DETECTED",
-                  "POD_SECURITY_BLOCKS_OPERATOR", "KUBELET_REGISTRATION_FAILED")
-_NOT_ADVERTISED_CAUSES = (*_PLUGIN_CAUSES, "DEVICE_PLUGIN_CRASHLOOP", "DEVICE_PLUGIN_MISSING",
-                          "DEVICE_PLUGIN_IMAGE_PULL", "KUBELET_REGISTRATION_FAILED",
-                          "MIG_CONFIG_FAILED", "OPERATOR_IMAGE_PULL", "GPU_XID_ERRORS",
-                          "GPU_UNHEALTHY")
-
-# effect -> the codes that can cause it, deeper in the chain. Read as "X because Y".
-CAUSES: dict[str, tuple[str, ...]] = {
-    "NVML_INIT_FAILED": ("DRIVER_NOT_READY", "CONTAINER_RUNTIME_NOT_CONFIGURED"),
-    "DRIVER_NOT_READY": ("OPERATOR_IMAGE_PULL", "POD_SECURITY_BLOCKS_OPERATOR",
-                         "GPU_HARDWARE_NOT_DETECTED"),
-    "CONTAINER_RUNTIME_NOT_CONFIGURED": ("DRIVER_NOT_READY", "OPERATOR_IMAGE_PULL"),
-    "OPERATOR_COMPONENT_FAILING": ("DRIVER_NOT_READY", "CONTAINER_RUNTIME_NOT_CONFIGURED",
-                                   "OPERATOR_IMAGE_PULL", "POD_SECURITY_BLOCKS_OPERATOR",
-                                   "CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"),
-    "DEVICE_PLUGIN_CRASHLOOP": _PLUGIN_CAUSES,
-    "DEVICE_PLUGIN_MISSING": ("POD_SECURITY_BLOCKS_OPERATOR", "DRIVER_NOT_READY",
-                              "CONTAINER_RUNTIME_NOT_CONFIGURED"),
-    "KUBELET_REGISTRATION_FAILED": ("DEVICE_PLUGIN_NOT_PRIVILEGED",),
-    "NFD_LABELS_MISSING": ("OPERATOR_COMPONENT_FAILING", "DRIVER_NOT_READY"),
-    "GPU_UNHEALTHY": ("GPU_XID_ERRORS",),
-    "GPU_NOT_ADVERTISED": _NOT_ADVERTISED_CAUSES,
-    "DEVICE_ADMISSION_FAILED": ("GPU_UNHEALTHY", "DEVICE_PLUGIN_CRASHLOOP",
-                                "KUBELET_REGISTRATION_FAILED", "GPU_XID_ERRORS"),
-    "INSUFFICIENT_GPU": ("GPU_NOT_ADVERTISED", "GPU_UNHEALTHY", "DEVICE_PLUGIN_CRASHLOOP",
-                         "DEVICE_PLUGIN_MISSING", "KUBELET_REGISTRATION_FAILED",
-                         "DRIVER_NOT_READY", "MIG_CONFIG_FAILED", "AUTOSCALER_NO_SCALE_UP"),
-    "GPU_LIMIT_MISSING": ("LIMITRANGE_DEFAULT_GPU",),
-    "GPU_REQUEST_LIMIT_MISMATCH": ("LIMITRANGE_DEFAULT_GPU",),
-    "GANG_INCOMPLETE": ("QUOTA_EXCEEDED", "QUEUE_QUOTA_EXHAUSTED", "GPU_NOT_ADVERTISED",
-                        "GPU_UNHEALTHY", "NODE_UNSCHEDULABLE", "NODE_NOT_READY",
-                        "TAINT_NOT_TOLERATED"),
-    "PREEMPTION_BLOCKED": ("INSUFFICIENT_GPU",),
-    "PENDING_NO_EVENTS": ("SCHEDULER_NOT_FOUND",),
-    "QUOTA_NOT_READY": ("GPU_LIMIT_MISSING",),
-}
-
-
-@dataclass(frozen=True)
-class RootCause:
-    code: str
-    summary: str
-    finding: int  # index into Diagnosis.findings
-    fix: str = ""
-    symptoms: tuple[str, ...] = ()  # codes it explains, in the order they follow it
-
-    def to_json(self) -> dict[str, object]:
-        return {"code": self.code, "summary": self.summary, "finding": self.finding}
+from handlers.model import Finding, RootCause
 
 
 def _nodes(f: Finding) -> set[str]:
@@ -95,7 +41,7 @@ def _candidates(f: Finding, ix: _Index) -> list[Finding]:
     """Findings the graph allows as ``f``'s cause, about the same node or about none."""
     mine = _nodes(f)
     out: dict[int, Finding] = {}
-    for code in CAUSES.get(f.code, ()):
+    for code in catalogue().causes_of.get(f.code, ()):
         found = ix.by_code.get(code, []) if not mine else [
             *ix.nodeless.get(code, []), *(c for n in mine for c in ix.by_node.get((code, n), []))]
         for c in found:
@@ -108,12 +54,25 @@ def _importance(f: Finding) -> tuple[int, tuple[int, int]]:
     return f.severity.rank, code_rank(f.code)
 
 
+def _causes(problems: list[Finding]) -> dict[int, list[Finding]]:
+    """Each problem's possible causes among ``problems``, most important first."""
+    ix = _Index(problems)
+    return {id(f): sorted(_candidates(f, ix), key=_importance) for f in problems}
+
+
+def cause_codes(findings: list[Finding]) -> dict[int, tuple[str, ...]]:
+    """``id(finding)`` -> the codes that explain it, as ``link`` will set ``caused_by``
+    (for checks that weigh findings before the diagnosis is finished)."""
+    causes = _causes([f for f in findings if f.severity.is_problem])
+    return {k: tuple(dict.fromkeys(c.code for c in v)) for k, v in causes.items() if v}
+
+
 def link(findings: list[Finding]) -> tuple[list[Finding], RootCause | None]:
     """Findings with ``caused_by`` set, the root cause and its symptoms first, then the
-    rest in their order; and the root cause (None when nothing is a problem)."""
+    rest in their order; and the root cause (None when nothing is a problem). The root is
+    as grave as its worst symptom (condition ``root-of-critical``/``root-of-warning``)."""
     problems = [f for f in findings if f.severity.is_problem]
-    ix = _Index(problems)
-    causes = {id(f): sorted(_candidates(f, ix), key=_importance) for f in problems}
+    causes = _causes(problems)
     out = [replace(f, caused_by=tuple(dict.fromkeys(c.code for c in causes[id(f)])))
            if causes.get(id(f)) else f for f in findings]
     new = {id(old): f for old, f in zip(findings, out, strict=True)}
@@ -127,12 +86,11 @@ def link(findings: list[Finding]) -> tuple[list[Finding], RootCause | None]:
             break
         root = nxt[0]
         seen.add(id(root))
-    # What blocks the workload is as grave as its worst symptom.
     worst = min((f.severity for f in problems if _explains(root, f, causes)),
                 key=lambda s: s.rank, default=root.severity)
     root_f = new[id(root)]
     if worst.rank < root_f.severity.rank:
-        root_f = replace(root_f, severity=worst)
+        root_f = replace(root_f, conditions=root_f.conditions | {f"root-of-{worst}"})
     symptoms = [new[id(f)] for f in findings if f is not root and _explains(root, f, causes)]
     symptoms.sort(key=_importance)
     placed = {id(new[id(root)]), *map(id, symptoms)}

@@ -8,15 +8,16 @@ without a namespace is looked up in ``default``.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from handlers import batchjobs
 from handlers.dra import uses_claims
 from handlers.errors import GpubotError, TargetNotFound
+from handlers.finish import finish
 from handlers.gpu import name_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_label_selector_object
-from handlers.model import Diagnosis, Finding, ObjectRef, Severity
+from handlers.model import Diagnosis, Finding, FitChange, ObjectRef, Rollback
 from handlers.pending import dra, fitsif, placement, queueing, quota, spec, started
 from handlers.pending.context import PendingContext
 from handlers.rollout import deployment_rollout
@@ -265,14 +266,14 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
     if ctx.pod_exists and not _is_pending(ctx.pod) and trouble is None:
         diag.add(_not_pending(reader, ctx))
         diag.add_all(spec.check_gpu_not_requested(ctx))
-        diag.details["all_clear"] = False
+        diag.can_clear = False
     elif ctx.pod_exists and ctx.pod.get("spec", {}).get("nodeName"):
         # Placed but not running as it should (admission, sandbox/hook, CUDA at start).
         diag.details["trouble"] = trouble
         diag.add_all(started.check(ctx))
         diag.add_all(spec.check_gpu_not_requested(ctx))
         if trouble and not diag.problems:
-            diag.details["all_clear"] = False
+            diag.can_clear = False
             diag.unchecked.append(f"the pod does not run as it should ({trouble}); no known "
                                   "GPU-stack cause in its events, status, log or node chain")
     else:
@@ -281,77 +282,41 @@ def run(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
     runtime.enrich(reader, diag, nodes=[v.node for v in diag.nodes] or (
         [bound] if bound else None), idle=True, namespace=ns)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
-    diag.finish()
-    _one_critical_per_cause(diag)
-    fits_nowhere = p is not None and not any(f.fits for f in p.fits)
-    if fits_nowhere:
-        _blocking_root(diag)
+    diag.fits_nowhere = p is not None and not any(f.fits for f in p.fits)
     if p is not None and not _gated(ctx):
         _fits_if(ctx, p, diag)
-        if fits_nowhere:
-            _rolled_back(ctx, diag)
-    return diag
+        if diag.fits_nowhere and diag.problems:
+            diag.rollback = _rollback(ctx)
+    return finish(diag)
 
 
-def _rolled_back(ctx: PendingContext, diag: Diagnosis) -> None:
-    """A Deployment's recent rollout whose previous template would fit: the rollback leads
-    the root cause's fix and is one more way to make it fit."""
+def _rollback(ctx: PendingContext) -> Rollback | None:
+    """A Deployment's recent rollout whose previous template would fit: the finisher puts
+    the rollback at the head of the root cause's fix and among the ways to make it fit."""
     deploy = ctx.controller
     if deploy is not None and deploy.get("kind") == "ReplicaSet":
         ref = next((r for r in deploy.get("metadata", {}).get("ownerReferences") or []
                     if r.get("kind") == "Deployment"), None)
         deploy = ctx.reader.get("Deployment", str(ref.get("name")), ctx.namespace) \
             if ref else None
-    if deploy is None or diag.root_cause is None:
-        return
+    if deploy is None:
+        return None
     deploy.setdefault("kind", "Deployment")
     ro = deployment_rollout(ctx.reader, deploy, [ctx.pod] if ctx.pod_exists else [])
     if ro is None or ro.previous_template is None:
-        return
+        return None
     nodes = fitsif.fits_as(ctx, ro.previous_template)
     if not nodes:
-        return
-    i = diag.root_cause.finding
-    f = diag.findings[i]
-    diag.findings[i] = replace(f, evidence=(*f.evidence, ro.evidence()),
-                               fix=f"{ro.fix()}\n{f.fix}")
-    diag.root_cause = replace(diag.root_cause, fix=diag.findings[i].fix)
-    diag.fits_if.append({"change": "other", "summary": f"{ro.fix()} (then it fits on "
-                         f"{', '.join(nodes[:3])})", "nodes": nodes[:5],
-                         "objects": [{"kind": "Deployment", "name": ro.name,
-                                      "namespace": ro.namespace}]})
-
-
-def _one_critical_per_cause(diag: Diagnosis) -> None:
-    """A symptom another finding explains (caused_by) is not one more critical problem: the
-    cause is. One critical finding per independent cause."""
-    codes = {f.code for f in diag.findings if f.severity == Severity.CRITICAL}
-    diag.findings = [replace(f, severity=Severity.WARNING)
-                     if f.severity == Severity.CRITICAL and set(f.caused_by) & codes else f
-                     for f in diag.findings]
-
-
-# Placement findings about nodes a filter took away: when the pod fits nowhere, each is an
-# independent cause that blocks it now, on its own nodes.
-_EXCLUSIONS = frozenset({"NODE_SELECTOR_MISMATCH", "TAINT_NOT_TOLERATED", "POD_AFFINITY_MISMATCH",
-                         "VOLUME_NODE_AFFINITY", "NODE_UNSCHEDULABLE", "NODE_NOT_READY",
-                         "NODE_PRESSURE"})
-
-
-def _blocking_root(diag: Diagnosis) -> None:
-    """The pod fits nowhere: its root cause, and every node exclusion nothing else explains,
-    block it now, so they are critical (one critical finding per independent cause)."""
-    root = diag.root_cause.finding if diag.root_cause is not None else None
-    diag.findings = [
-        replace(f, severity=Severity.CRITICAL) if f.severity == Severity.WARNING and (
-            i == root or (f.code in _EXCLUSIONS and not f.caused_by)) else f
-        for i, f in enumerate(diag.findings)]
+        return None
+    return Rollback(ro.evidence(), ro.fix(), FitChange(
+        "other", f"{ro.fix()} (then it fits on {', '.join(nodes[:3])})", tuple(nodes[:5]),
+        (ObjectRef("Deployment", ro.name, ro.namespace),)))
 
 
 def _fits_if(ctx: PendingContext, p: placement.Placement, diag: Diagnosis) -> None:
     found = fitsif.find(ctx, p.fits, p.gpu_nodes,
                         lambda n: placement.physical_gpus(p, n), diag.findings)
-    diag.fits_if = [c.to_json() for c in found.changes]
+    diag.fits_if = list(found.changes)
     if found.closest:
         diag.details["fits_if_closest"] = found.closest
 
@@ -383,13 +348,12 @@ def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> placement.Placeme
     elif ctx.reader.readable("Node"):
         diag.unchecked.append("placement: the data holds no Node objects")
     if ctx.details.get("scheduler_disagrees"):
-        diag.details["all_clear"] = False
+        diag.can_clear = False
     has_fs = any(e.get("reason") == "FailedScheduling" for e in ctx.events)
     if ctx.pod_exists and not has_fs and not diag.problems and not gate \
             and "PENDING_NO_EVENTS" not in diag.codes:
         diag.add(Finding(
-            "PENDING_NO_EVENTS", Severity.WARNING,
-            "The pod is Pending and no scheduler event explains it yet.",
+            "PENDING_NO_EVENTS", "The pod is Pending and no scheduler event explains it yet.",
             (ObjectRef("Pod", ctx.pod_name, ctx.namespace),),
             (f"events on the pod: {len(ctx.events)}, none with reason FailedScheduling",),
             f"kubectl -n {ctx.namespace} get events --field-selector "
@@ -432,7 +396,7 @@ def _not_pending(reader: Reader, ctx: PendingContext) -> Finding:
     if age is not None:
         evidence.append(f"running for {age_text(age)}")
     return Finding(
-        "POD_NOT_PENDING", Severity.INFO,
+        "POD_NOT_PENDING",
         f"The pod is not pending: {phase} on node {node} since {_since(ctx.pod)}.",
         (ObjectRef("Pod", ctx.pod_name, ctx.namespace), ObjectRef("Node", node)),
         tuple(evidence),

@@ -16,6 +16,7 @@ from bot.slack.blocks import Message, Rendered, Renderer
 from bot.slack.commands import Command
 from bot.store import Store, open_store
 from bot.store.sqlite import SqliteStore
+from handlers.finish import finish
 from handlers.model import Diagnosis
 from tests.alert_payloads import alert, webhook
 from tests.fake_kube import FakeKube
@@ -41,7 +42,7 @@ class RecordingSlack:
 
 def _replica(store: Store, slack: RecordingSlack) -> AlertNotifier:
     def diagnose(cmd: Command, channel: str) -> Diagnosis:
-        return Diagnosis(cmd.name, cmd.line()).finish()
+        return finish(Diagnosis(cmd.name, cmd.line()))
 
     def render(cmd: Command, diag: Diagnosis) -> Rendered:
         return Renderer().render(diag, argv=cmd.argv())
@@ -98,7 +99,7 @@ def test_a_diagnosis_lost_to_a_slack_failure_is_posted_on_the_retry(tmp_path: Pa
 
     store = SqliteStore(str(tmp_path / "state.db"))
     threads = AlertThreads(store, SlackPort(flaky, slack.update), Renderer(),
-                           lambda cmd, channel: Diagnosis(cmd.name, cmd.line()).finish(),
+                           lambda cmd, channel: finish(Diagnosis(cmd.name, cmd.line())),
                            lambda cmd, diag: Renderer().render(diag, argv=cmd.argv()))
     notifier = AlertNotifier(threads.handle, retry_delay=0.05)
     body = json.dumps(webhook([alert("GPUXidErrors", Hostname="n1", gpu="0")])).encode()

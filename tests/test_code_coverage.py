@@ -17,7 +17,7 @@ COVERED_SECTIONS = (Section.CHAIN, Section.POD_SPEC, Section.SCHEDULING, Section
 
 def test_every_code_has_a_scenario() -> None:
     expected = {c for s in load_scenarios() for c in s.expect}
-    needed = {code for code, (sec, _) in CODES.items() if sec in COVERED_SECTIONS}
+    needed = {code for code, c in CODES.items() if c.section in COVERED_SECTIONS}
     assert sorted(needed - expected) == []
 
 

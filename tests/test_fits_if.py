@@ -9,8 +9,8 @@ from typing import Any
 
 from bot.snapshot import load_snapshot
 from handlers import pending_all, why_pending
+from handlers.cards import CHANGES as KINDS
 from handlers.model import Diagnosis
-from handlers.pending.fitsif import KINDS
 from handlers.view import Reader
 from tests.test_fix_rules import _copy, _each
 
@@ -38,13 +38,13 @@ def test_shape_and_order() -> None:
     target, ns = _cordoned_target()
     d = _why(_snapshot_of(CORDONED), target, ns)
     assert d.fits_if, d.details.get("fits_if_closest")
-    for c in d.fits_if:
+    out = d.to_json()["fits_if"]
+    for c in out:
         assert set(c) == {"change", "summary", "nodes", "objects"}
         assert c["change"] in KINDS and c["summary"]
-    assert d.fits_if[0]["change"] == "uncordon"
-    assert d.fits_if[0]["objects"] == [{"kind": "Node", "name": d.fits_if[0]["nodes"][0],
-                                        "namespace": None}]
-    assert d.to_json()["fits_if"] == d.fits_if
+    assert out[0]["change"] == "uncordon"
+    assert out[0]["objects"] == [{"kind": "Node", "name": out[0]["nodes"][0],
+                                  "namespace": None}]
 
 
 def test_a_change_that_the_filters_still_reject_is_not_offered(tmp_path: Path) -> None:

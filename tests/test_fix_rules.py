@@ -222,4 +222,4 @@ def test_no_rollback_when_the_old_template_would_not_fit_either(tmp_path: Path) 
     path = _copy(DEPLOY, tmp_path, _each("ReplicaSet", same_old))
     d = why_pending.run(Reader(load_snapshot(path)), "deployment/segformer", "cv-team")
     assert "rollout undo" not in _one(d, "TAINT_NOT_TOLERATED").fix
-    assert all(c["change"] != "other" for c in d.fits_if)
+    assert all(c.change != "other" for c in d.fits_if)

@@ -27,7 +27,8 @@ def verdict(name: str) -> dict[str, Any]:
         "codes": sorted(set(diag.codes)),
         "root": diag.root_cause.code if diag.root_cause else None,
         "symptoms": list(diag.root_cause.symptoms) if diag.root_cause else [],
-        "fits_if": [[c["change"], list(c.get("nodes") or [])] for c in diag.fits_if],
+        "fits_if": [[c["change"], list(c.get("nodes") or [])]
+                    for c in diag.to_json()["fits_if"]],
         # Kept for reading a difference, compared only where the issue says so.
         "findings": [[f.code, str(f.severity), f.summary] for f in diag.findings],
     }

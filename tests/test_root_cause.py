@@ -8,18 +8,20 @@ from pathlib import Path
 
 from bot.snapshot import load_snapshot
 from handlers import doctor, why_pending
+from handlers.finish import finish
 from handlers.grouping import group_by_node
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.rootcause import link
 from handlers.view import Reader
+from tests.findings import finding_at
 
 ROOT = Path(__file__).parents[1]
 CRIT, WARN, INFO = Severity.CRITICAL, Severity.WARNING, Severity.INFO
 
 
 def _f(code: str, sev: Severity, *nodes: str, summary: str = "") -> Finding:
-    return Finding(code, sev, summary or f"{code} on {', '.join(nodes)}",
-                   tuple(ObjectRef("Node", n) for n in nodes), ("proof",), "fix it")
+    return finding_at(code, sev, summary or f"{code} on {', '.join(nodes)}",
+                      tuple(ObjectRef("Node", n) for n in nodes), ("proof",), "fix it")
 
 
 def test_the_deepest_cause_on_the_same_node_leads_with_its_symptoms_under_it() -> None:
@@ -51,7 +53,7 @@ def test_no_root_cause_when_nothing_blocks() -> None:
     assert root is None and found[0].caused_by == ()
     d = Diagnosis("doctor", "cluster")
     d.add(_f("WRONG_GPU_TYPE", INFO, "a"))
-    assert d.finish().to_json()["root_cause"] is None
+    assert finish(d).to_json()["root_cause"] is None
 
 
 def test_json_names_the_root_cause_and_every_findings_causes() -> None:
@@ -75,7 +77,7 @@ def _node(name: str, pool: str | None) -> dict[str, object]:
 
 
 def _plugin(node: str) -> Finding:
-    return Finding("DEVICE_PLUGIN_CRASHLOOP", CRIT, f"The device plugin on {node} keeps crashing.",
+    return Finding("DEVICE_PLUGIN_CRASHLOOP", f"The device plugin on {node} keeps crashing.",
                    (ObjectRef("Node", node), ObjectRef("Pod", f"plugin-{node}", "gpu-operator")),
                    (f"pod gpu-operator/plugin-{node}: CrashLoopBackOff", "restartCount: 9"),
                    f"kubectl -n gpu-operator delete pod plugin-{node}")
@@ -127,7 +129,7 @@ def test_why_pending_is_critical_only_about_nodes_the_pod_could_use() -> None:
         usable = {v.node for v in d.nodes if not any(r.startswith(targeting)
                                                      for r in v.reasons)}
         for f in d.findings:
-            if f.severity == CRIT and CODES[f.code][0] == Section.CHAIN:
+            if f.severity == CRIT and CODES[f.code].section == Section.CHAIN:
                 nodes = {o.name for o in f.objects if o.kind == "Node"}
                 assert not nodes or nodes & usable, (s.name, f.code, nodes, usable)
                 checked += 1

@@ -41,7 +41,7 @@ def assert_root_and_fits(s: Scenario, diag: Diagnosis) -> None:
     if diag.root_cause:
         assert diag.findings[diag.root_cause.finding].code == s.root
     if s.fits_if is not None:
-        kinds = [c["change"] for c in diag.fits_if]
+        kinds = [c.change for c in diag.fits_if]
         assert kinds == s.fits_if, f"{s.name}: fits_if {kinds}, want {s.fits_if}"
 
 

@@ -26,8 +26,10 @@ from bot.slack.blocks import (
 )
 from bot.slack.commands import parse, run
 from bot.snapshot import load_snapshot
+from handlers.finish import finish
 from handlers.model import Diagnosis, Finding, NodeVerdict, ObjectRef, Severity
 from handlers.view import Reader
+from tests.findings import finding_at
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "slack"
@@ -67,20 +69,20 @@ OUR_LINKS = re.compile("<" + re.escape(runbook_url("CODE")).replace("CODE", "[A-
 
 def nasty_diagnosis() -> Diagnosis:
     d = Diagnosis("why-pending", f"pod/ml-team/{NASTY}")
-    d.add(Finding(
-        "DEVICE_PLUGIN_CRASHLOOP", Severity.CRITICAL, f"plugin pod {NASTY} crashes",
+    d.add(finding_at(
+        "GPU_UNHEALTHY", Severity.CRITICAL, f"plugin pod {NASTY} crashes",
         (ObjectRef("Pod", NASTY, "ml-team"), ObjectRef("Node", "gpu-node-7")),
         (f"log: {NASTY}", "line with ``` in it", "ends with a backtick`"),
         f"kubectl delete pod '{NASTY}'\nsecond line {NASTY}",
         (("restart-device-plugin", "gpu-node-7"), ("restart-device-plugin", NASTY)),
     ))
-    d.add(Finding("INSUFFICIENT_GPU", Severity.WARNING, NASTY, evidence=(NASTY,), fix=NASTY))
+    d.add(finding_at("INSUFFICIENT_GPU", Severity.WARNING, NASTY, evidence=(NASTY,), fix=NASTY))
     d.nodes = [NodeVerdict(NASTY, False, [f"taint: {NASTY}"], 0, 8),
                NodeVerdict("gpu-node-7", True, [], 8, 8)]
     d.details["events"] = [f"Warning FailedScheduling: {NASTY}"]
     d.details["pod"] = NASTY
     d.unchecked.append(f"not read: {NASTY}")
-    return d.finish()
+    return finish(d)
 
 
 def test_cluster_text_is_shown_literally_never_as_mention_link_or_formatting() -> None:
@@ -119,7 +121,7 @@ def test_a_user_id_that_is_not_one_is_not_written_as_a_mention() -> None:
 def huge_diagnosis(n: int = 120) -> Diagnosis:
     d = Diagnosis("why-pending", "pod/ml-team/train-0")
     for i in range(n):
-        d.add(Finding("INSUFFICIENT_GPU", Severity.CRITICAL, f"finding {i} " + "x" * 400,
+        d.add(Finding("INSUFFICIENT_GPU", f"finding {i} " + "x" * 400,
                       (ObjectRef("Node", f"node-{i}"),),
                       tuple(f"evidence line {j} " + "y" * 300 for j in range(40)),
                       "\n".join(f"kubectl fix {i} {j} " + "z" * 200 for j in range(30))))
@@ -128,7 +130,7 @@ def huge_diagnosis(n: int = 120) -> Diagnosis:
     d.details["events"] = [f"event {i} " + "e" * 250 for i in range(200)]
     d.unchecked = [f"unchecked {i}" for i in range(100)]
     d.details.update(pod="train-0", requests="nvidia.com/gpu=8")
-    return d.finish()
+    return finish(d)
 
 
 def test_output_beyond_block_kit_limits_is_cut_with_and_n_more_and_flagged() -> None:

@@ -33,6 +33,7 @@ from markupsafe import Markup
 from bot.resources import TEMPLATE_DIR
 from bot.runbook import runbook_url, valid_base
 from bot.slack.mrkdwn import code_raw, escape, pre_raw
+from handlers.cards import card
 from handlers.model import Diagnosis, Finding, Severity
 
 # Block Kit limits (https://api.slack.com/reference/block-kit/blocks), as slack_sdk checks them.
@@ -50,13 +51,6 @@ MESSAGE_TEXT = 3000  # the notification fallback; Slack allows 40k, nobody reads
 
 SEVERITY_ICON = {"critical": "\U0001f534", "warning": "\U0001f7e0", "info": "\U0001f535",
                  "ok": "\U0001f7e2"}
-ACTION_LABELS = {
-    "restart-device-plugin": "Restart device plugin on {target}",
-    "cordon-node": "Cordon {target}",
-    "uncordon-node": "Uncordon {target}",
-    "drain-node": "Drain {target}",
-    "delete-pod": "Delete pod {target}",
-}
 CUT_NOTE = "… (cut to Slack's limits: the full report is attached in the thread)"
 
 
@@ -191,8 +185,9 @@ def chunks(lines: Iterable[Any], size: int = SECTION_TEXT - 200) -> list[str]:
     return out
 
 
-def action_label(action: str, target: str) -> str:
-    template = ACTION_LABELS.get(action)
+def action_label(action: str, target: str, code: str) -> str:
+    """The button's text, as the finding's card words it (``{target}`` filled in)."""
+    template = (card(code).actions or {}).get(action)
     label = template.format(target=target) if template else (
         f"{action.replace('-', ' ').capitalize()} on {target}")
     return clip(label, BUTTON_TEXT)
@@ -218,7 +213,7 @@ def _env(template_dir: Path, runbook_base: str | None = None) -> jinja2.Environm
     env.filters.update(code=code_raw, pre=pre_raw, clip=clip, first_line=first_line, num=num,
                        table=table, chunks=chunks, tojson=tojson)
     env.globals.update(button_value=button_value, icon=lambda s: SEVERITY_ICON.get(str(s), ""),
-                       action_label=action_label, max_blocks=MAX_BLOCKS,
+                       max_blocks=MAX_BLOCKS,
                        mention=lambda u: _user(u) or "", link=link,
                        runbook=lambda code: runbook_url(str(code), runbook_base))
     return env
@@ -385,7 +380,7 @@ class Renderer:
             for action, target in f.actions:
                 if (action, target) not in seen:
                     seen[(action, target)] = {
-                        "label": action_label(action, target),
+                        "label": action_label(action, target, f.code),
                         "value": button_value({"v": 1, "a": action, "t": diag.target,
                                                "n": target, "c": f.code}),
                         "code": f.code,

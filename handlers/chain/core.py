@@ -15,7 +15,7 @@ from handlers.chain.daemonsets import (
     privilege_issue,
     runtimeclass_issue,
 )
-from handlers.chain.fixes import CRIT, WARN, Where, fix
+from handlers.chain.fixes import CRIT, Where, fix
 from handlers.chain.inventory import (
     SCOPE_FRACTION,
     Inventory,
@@ -102,9 +102,9 @@ def _ds_findings(ctx: ChainContext, scope: list[Obj], checks: list[str]) -> list
             ev = list(i.evidence)
             if len(targets) > 1:
                 ev.append(f"nodes affected: {len(targets)}")
-            out.append(Finding(i.code, i.severity, i.summary,
+            out.append(Finding(i.code, i.summary,
                                objects=(ds_ref(ds), *i.extra_objects, *node_refs(targets)),
-                               evidence=tuple(ev), fix=i.fix))
+                               evidence=tuple(ev), fix=i.fix, conditions=i.conditions))
     out += [_merge_psa(ns, hits) for ns, hits in psa_hits.items()]
     checks.append(CHECK_POD_SECURITY)
     checks.append(CHECK_PRIVILEGES)
@@ -131,10 +131,11 @@ def _merge_psa(ns: str, hits: list[tuple[Obj, DsIssue, list[str]]]) -> Finding:
     summary = (f"{hits[0][1].mechanism} in namespace {ns} rejects GPU operator pods "
                f"({', '.join(blocked[:3])}{', ...' if len(blocked) > 3 else ''})."
                if sev == CRIT else hits[0][1].summary)
-    return Finding("POD_SECURITY_BLOCKS_OPERATOR", sev, summary,
+    return Finding("POD_SECURITY_BLOCKS_OPERATOR", summary,
                    objects=(*hits[0][1].extra_objects, *(ds_ref(ds) for ds, _, _ in hits),
                             *node_refs(nodes)),
-                   evidence=tuple(evidence[:16]), fix=hits[0][1].fix)
+                   evidence=tuple(evidence[:16]), fix=hits[0][1].fix,
+                   conditions=hits[0][1].conditions)
 
 
 def _cluster_pods(ctx: ChainContext) -> list[Finding]:
@@ -153,9 +154,13 @@ def _cluster_pods(ctx: ChainContext) -> list[Finding]:
                 ev += [f"pod {st.label} log: {ln}" for ln in lines[:4]]
         w = Where(str((pod.get("spec") or {}).get("nodeName") or "-"), st.namespace, st.name,
                   (st.log_containers() or [""])[0])
-        out.append(Finding(code, WARN if comp != "operator" else CRIT,
-                           f"GPU operator component {comp} ({st.label}) is not ready.",
-                           objects=(st.ref,), evidence=tuple(ev), fix=fix(code, w)))
+        # The operator's own controller stops every component; NFD master or GC does not.
+        cond = ("operator-controller" if code == "OPERATOR_COMPONENT_FAILING" else None) \
+            if comp == "operator" else ("cluster-helper" if code == "OPERATOR_IMAGE_PULL"
+                                        else None)
+        out.append(Finding(code, f"GPU operator component {comp} ({st.label}) is not ready.",
+                           objects=(st.ref,), evidence=tuple(ev), fix=fix(code, w),
+                           conditions=frozenset({cond} if cond else ())))
     return out
 
 
@@ -170,7 +175,7 @@ def _sharing_findings(ctx: ChainContext, scope: list[Obj]) -> list[Finding]:
                                  "ConfigMaps in the snapshot)")
             return []
         return [Finding(
-            "TIMESLICING_CONFIG_INVALID", CRIT,
+            "TIMESLICING_CONFIG_INVALID",
             f"The device plugin's sharing configmap {cfg.label} does not exist.",
             objects=(cm_ref, *node_refs([name_of(n) for n in scope])),
             evidence=(cfg.source, f"configmap {cfg.label}: not found"),
@@ -182,7 +187,7 @@ def _sharing_findings(ctx: ChainContext, scope: list[Obj]) -> list[Finding]:
     out = []
     for key, err in cfg.errors.items():
         out.append(Finding(
-            "TIMESLICING_CONFIG_INVALID", CRIT,
+            "TIMESLICING_CONFIG_INVALID",
             f"Key {key!r} of the sharing configmap {cfg.label} is not valid YAML.",
             objects=(cm_ref,),
             evidence=(f"configmap {cfg.label} key {key}: {err}", cfg.source),

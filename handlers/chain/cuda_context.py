@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from handlers.chain.fixes import CRIT
 from handlers.chain.pods import PodState
 from handlers.gpu import name_of, ns_of, operator_component, requests_gpu
 from handlers.knowledge import cuda
@@ -184,6 +183,6 @@ def apply(run: NodeRun, st: PodState, found: list[tuple[str, str]]) -> list[tupl
     if reading is None:
         return found
     evidence = [f"pod {st.label} {ln}" for ln in lines[:2]] + reading.evidence
-    run.f.add(reading.code, CRIT, reading.summary, objects=[run.ref, st.ref],
+    run.f.add(reading.code, reading.summary, objects=[run.ref, st.ref],
               evidence=evidence, fix=reading.fix)
     return [(c, ln) for c, ln in found if not (c == "CUDA_DRIVER_MISMATCH" and ln in lines)]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from handlers.cards import card
 from handlers.chain.placement import template_spec
 from handlers.gpu import dra_component, labels, name_of, ns_of
 from handlers.knowledge.logs import active
@@ -55,12 +56,16 @@ class DsIssue:
     """A DaemonSet-level cause, reported once and referred to by the nodes it hits."""
 
     code: str
-    severity: Severity
+    conditions: frozenset[str]
     summary: str
     evidence: list[str]
     fix: str
     extra_objects: list[ObjectRef] = field(default_factory=list)
     mechanism: str = "Pod Security admission"  # what refused pods (POD_SECURITY_BLOCKS_OPERATOR)
+
+    @property
+    def severity(self) -> Severity:
+        return card(self.code).severity(self.conditions)
 
 
 def _container_needs(c: Obj) -> list[str]:
@@ -158,7 +163,7 @@ def privilege_issue(ds: Obj) -> DsIssue | None:
                "(helm upgrade gpu-operator nvidia/gpu-operator -n " + ns_of(ds) + ").\n" + fix)
     return DsIssue(
         "DEVICE_PLUGIN_NOT_PRIVILEGED",
-        Severity.CRITICAL if critical else Severity.WARNING,
+        frozenset() if critical else frozenset({"feature-only"}),
         f"Device-plugin DaemonSet {ds_label(ds)} lacks the mounts or privileges it needs.",
         evidence, fix)
 
@@ -237,7 +242,7 @@ def pod_security_issue(reader: Reader, ds: Obj, events: list[Obj]) -> DsIssue | 
         if mechanism == "pod-security-admission":
             ev.append(label_ev)
         ev.append(f"daemonset {ds_label(ds)}: desired {desired}, current {current}")
-        return DsIssue("POD_SECURITY_BLOCKS_OPERATOR", Severity.CRITICAL,
+        return DsIssue("POD_SECURITY_BLOCKS_OPERATOR", frozenset(),
                        f"{MECHANISMS[mechanism]} rejects the pods of {ds_label(ds)}.", ev,
                        _security_fix(mechanism, ds), refs, MECHANISMS[mechanism])
     fix = _security_fix("pod-security-admission", ds)
@@ -248,10 +253,10 @@ def pod_security_issue(reader: Reader, ds: Obj, events: list[Obj]) -> DsIssue | 
         ev = [label_ev, f"daemonset {ds_label(ds)} pod template: {', '.join(needs)}",
               f"daemonset {ds_label(ds)}: desired {desired}, current {current}"]
         if current < desired:
-            return DsIssue("POD_SECURITY_BLOCKS_OPERATOR", Severity.CRITICAL,
+            return DsIssue("POD_SECURITY_BLOCKS_OPERATOR", frozenset(),
                            f"Namespace {ns} enforces Pod Security '{level}': {ds_label(ds)} "
                            "cannot create its privileged pods.", ev, fix, refs)
-        return DsIssue("POD_SECURITY_BLOCKS_OPERATOR", Severity.WARNING,
+        return DsIssue("POD_SECURITY_BLOCKS_OPERATOR", frozenset({"on-recreate"}),
                        f"Namespace {ns} enforces Pod Security '{level}': pods of "
                        f"{ds_label(ds)} will be rejected when they are recreated.", ev, fix,
                        refs)
@@ -287,7 +292,7 @@ def runtimeclass_issue(ds: Obj, events: list[Obj], runtime_classes: list[Obj] | 
     if managed_by_operator(ds):
         fix += ("\n(The GPU operator creates RuntimeClass 'nvidia' itself: check its logs, "
                 f"kubectl -n {ns_of(ds)} logs deploy/gpu-operator | grep -i runtimeclass)")
-    return DsIssue("RUNTIMECLASS_MISSING", Severity.CRITICAL,
+    return DsIssue("RUNTIMECLASS_MISSING", frozenset(),
                    f"DaemonSet {ds_label(ds)} names RuntimeClass {rc!r}, which does not exist.",
                    ev, fix, [ObjectRef("RuntimeClass", str(rc))]), True
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from handlers.chain.fixes import CRIT, INFO, WARN, Where
+from handlers.chain.fixes import Where
 from handlers.chain.model import CHECK_LABELS, CHECK_MIG, CHECK_SHARING
 from handlers.chain.placement import selects
 from handlers.chain.sharing import REPLICAS_LABEL, replicas_of
@@ -45,12 +45,12 @@ def labels_check(run: NodeRun) -> None:
         ev.append("no gpu-feature-discovery pod runs on the node")
     gfd_anywhere = any(c == "gfd" for c, _ in run.ctx.inv.component_daemonsets)
     cloud = [k for k in _CLOUD_ACCEL if run.lab.get(k)]
-    sev = WARN
+    cond: frozenset[str] = frozenset()
     if cloud and not gfd_anywhere:
         # GKE/EKS accelerator labels stand in for GFD's: selectors usually use those.
-        sev = INFO
+        cond = frozenset({"cloud-labels"})
         ev.append(f"{cloud[0]}={run.lab[cloud[0]]} (cloud accelerator label)")
-    run.add("NFD_LABELS_MISSING", ev, severity=sev,
+    run.add("NFD_LABELS_MISSING", ev, conditions=cond,
             where=Where(run.name, run.ns, driver=run.where.driver))
 
 
@@ -108,7 +108,7 @@ def sharing_check(run: NodeRun) -> None:
                else f"default config {key!r} ({cfg.source})")
         summary = (f"{run.name} asks for sharing config {key!r}, which configmap "
                    f"{cfg.label} does not have.")
-        d = run.f.add("TIMESLICING_CONFIG_INVALID", CRIT, summary, objects=[run.ref, cm_ref],
+        d = run.f.add("TIMESLICING_CONFIG_INVALID", summary, objects=[run.ref, cm_ref],
                       evidence=[src, f"configmap {cfg.label} keys: {', '.join(keys) or 'none'}",
                                 cfg.source], fix=fix)
         d.summary, d.fix = summary, fix  # more precise than a log line's generic finding
@@ -117,7 +117,7 @@ def sharing_check(run: NodeRun) -> None:
         summary = f"The sharing config {key!r} that {run.name} uses does not parse."
         fix = (f"kubectl -n {cfg.namespace} edit configmap {cfg.name}   # fix key {key}, then "
                "restart the plugin\n" + fix_base)
-        d = run.f.add("TIMESLICING_CONFIG_INVALID", CRIT, summary, objects=[run.ref, cm_ref],
+        d = run.f.add("TIMESLICING_CONFIG_INVALID", summary, objects=[run.ref, cm_ref],
                       evidence=[f"configmap {cfg.label} key {key}: {cfg.errors[key]}",
                                 f"{run.name} uses key {key} ({why})"], fix=fix)
         d.summary, d.fix = summary, fix
@@ -142,8 +142,9 @@ def sharing_check(run: NodeRun) -> None:
                          f"{r.resource.replace('.shared', '')} replicas {r.replicas}")
             fix = (f"kubectl -n {where.namespace} delete pod {where.pod}   # the plugin "
                    "reloads its config when it starts\n" + fix_base)
-            run.f.add("TIMESLICING_CONFIG_INVALID", WARN,
+            run.f.add("TIMESLICING_CONFIG_INVALID",
                       f"Time-slicing for {run.name} is configured but not applied.",
+                      conditions=frozenset({"not-applied"}),
                       objects=[run.ref, cm_ref], evidence=ev, fix=fix,
                       actions=[("restart-device-plugin", run.name)])
             return

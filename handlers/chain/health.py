@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from handlers.chain import cuda_context
-from handlers.chain.fixes import CRIT, WARN, Where
+from handlers.chain.fixes import Where
 from handlers.chain.hardware import hardware_faults, repair_fix
 from handlers.chain.model import (
     CHECK_ADMISSION,
@@ -42,7 +42,8 @@ def partial(run: NodeRun, cap: float | None) -> None:
             "A GPU listed by lspci but missing from nvidia-smi (Xid 79, fallen off the bus) "
             "needs a node reboot or a hardware replacement: kubectl drain "
             f"{run.name} --ignore-daemonsets --delete-emptydir-data")
-        run.f.add("GPU_NOT_ADVERTISED", WARN, summary, objects=[run.ref], evidence=[
+        run.f.add("GPU_NOT_ADVERTISED", summary, conditions=frozenset({"partial"}),
+                  objects=[run.ref], evidence=[
             f"node {run.name} capacity nvidia.com/gpu: {cap:g} < "
             f"nvidia.com/gpu.count={expected}",
             "the device plugin enumerates fewer GPUs than the node has (a GPU fell off "
@@ -70,17 +71,17 @@ def health(run: NodeRun) -> None:
         text = run.ctx.reader.logs(st.namespace, st.name, run.plugin_container(st))
         xid = [ln for c, ln in classify_log(text) if c == "GPU_UNHEALTHY"]
         ev += [f"pod {st.label} log: {ln}" for ln in xid[-_MAX_LOG_EVIDENCE:]]
-    sev = CRIT if all(a == 0 for _, _, a in low) else WARN
+    sev = frozenset({"all-unusable"} if all(a == 0 for _, _, a in low) else ())
     w = run._where(st, run.plugin_container(st) or "") if st else run.where
     faults = hardware_faults(ev)
     if faults:
         # Hardware: drain and repair; a plugin restart is not offered (handlers.chain.hardware).
-        run.f.add("GPU_UNHEALTHY", sev, f"GPUs on {run.name} failed in hardware "
+        run.f.add("GPU_UNHEALTHY", f"GPUs on {run.name} failed in hardware "
                   f"({', '.join(faults)}); the device plugin marked them unhealthy.",
                   objects=[run.ref, *([st.ref] if st else [])], evidence=ev,
-                  fix=repair_fix(run.name, faults))
+                  fix=repair_fix(run.name, faults), conditions=sev)
         return
-    run.add("GPU_UNHEALTHY", ev, st=st, severity=sev, where=w,
+    run.add("GPU_UNHEALTHY", ev, st=st, conditions=sev, where=w,
              actions=[("restart-device-plugin", run.name)])
 
 
@@ -98,7 +99,7 @@ def admission(run: NodeRun) -> None:
         ev.append(f"... and {len(pods) - 5} more pods")
     first = pods[0]
     w = Where(run.name, ns_of(first), name_of(first))
-    run.add("DEVICE_ADMISSION_FAILED", ev, severity=WARN, where=w,
+    run.add("DEVICE_ADMISSION_FAILED", ev, where=w,
              objects=[ObjectRef("Pod", name_of(p), ns_of(p)) for p in pods[:5]],
              actions=[("restart-device-plugin", run.name)])
 

@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from handlers.gpu import NFD_PCI_NVIDIA, gpu_traits, labels
-from handlers.model import Severity
 
 if TYPE_CHECKING:
     from handlers.chain.node import NodeRun
@@ -72,7 +71,7 @@ def chain_reading(run: NodeRun, st: PodState,
     hook = [ln for c, ln in found if hook_driver_line(c, ln)]
     if not hook or not run.plugin_only:
         return found
-    run.f.add(CODE, Severity.CRITICAL, summary(run.name), objects=[run.ref, st.ref],
+    run.f.add(CODE, summary(run.name), objects=[run.ref, st.ref],
               evidence=[*(f"pod {st.label} {ln}" for ln in hook[:2]), node_evidence(run.node)],
               fix=fix(run.name))
     return [(c, ln) for c, ln in found if not hook_driver_line(c, ln)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from handlers.chain.daemonsets import ds_label, event_message, managed_by_operator
-from handlers.chain.fixes import CRIT, summary
+from handlers.chain.fixes import summary
 from handlers.chain.placement import exclusions, untolerated_taints
 from handlers.gpu import name_of, ns_of
 from handlers.model import ObjectRef
@@ -87,5 +87,5 @@ def plugin_missing(run: NodeRun) -> None:
             ev.append(f"daemonset {ds_label(ds)} FailedCreate: {event_message(failed[-1])}")
         fix_text = fix_text or (f"kubectl -n {ns_of(ds)} describe ds {name_of(ds)}   # "
                                 "events say why the pod is not created")
-    run.f.add("DEVICE_PLUGIN_MISSING", CRIT, summary("DEVICE_PLUGIN_MISSING", run.where),
+    run.f.add("DEVICE_PLUGIN_MISSING", summary("DEVICE_PLUGIN_MISSING", run.where),
                objects=[run.ref, *objects], evidence=ev, fix=fix_text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from handlers.cards import card
 from handlers.logpatterns import classify_log
 from handlers.model import Finding, ObjectRef, Severity
 
@@ -74,18 +75,22 @@ _MAX_EVIDENCE = 14
 @dataclass
 class Draft:
     code: str
-    severity: Severity
+    conditions: frozenset[str]
     summary: str
     fix: str
     objects: list[ObjectRef] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
     actions: list[tuple[str, str]] = field(default_factory=list)
 
+    @property
+    def severity(self) -> Severity:
+        return card(self.code).severity(self.conditions)
+
     def finding(self) -> Finding:
         return Finding(
-            self.code, self.severity, self.summary, objects=tuple(self.objects),
+            self.code, self.summary, objects=tuple(self.objects),
             evidence=tuple(self.evidence[:_MAX_EVIDENCE]), fix=self.fix,
-            actions=tuple(self.actions),
+            actions=tuple(self.actions), conditions=self.conditions,
         )
 
 
@@ -98,9 +103,9 @@ class Findings:
     def add(
         self,
         code: str,
-        severity: Severity,
         summary: str,
         *,
+        conditions: frozenset[str] = frozenset(),
         objects: list[ObjectRef] | tuple[ObjectRef, ...] = (),
         evidence: list[str] | tuple[str, ...] = (),
         fix: str = "",
@@ -108,10 +113,10 @@ class Findings:
     ) -> Draft:
         d = self._drafts.get(code)
         if d is None:
-            d = Draft(code, severity, summary, fix)
+            d = Draft(code, conditions, summary, fix)
             self._drafts[code] = d
-        elif severity.rank < d.severity.rank:
-            d.severity = severity
+        elif card(code).severity(conditions).rank < d.severity.rank:
+            d.conditions = conditions  # the graver report's conditions stand
         if not d.fix:
             d.fix = fix
         for o in objects:

@@ -16,7 +16,7 @@ from handlers.chain import hook_context
 from handlers.chain.daemonsets import DsIssue, event_message
 from handlers.chain.extras import labels_check, make_row, mig_check, sharing_check
 from handlers.chain.fixcontext import ClusterSetup, operator_seen
-from handlers.chain.fixes import CRIT, INFO, WARN, Where, fix, summary
+from handlers.chain.fixes import INFO, Where, fix, summary
 from handlers.chain.health import admission, health, partial, workloads
 from handlers.chain.inventory import Inventory
 from handlers.chain.missing import plugin_missing
@@ -66,7 +66,7 @@ from handlers.gpu import (
     nfd_running,
 )
 from handlers.logpatterns import last_lines
-from handlers.model import ObjectRef, Severity
+from handlers.model import ObjectRef
 from handlers.view import Reader
 
 Obj = dict[str, Any]
@@ -174,12 +174,12 @@ class NodeRun:
         return replace(self.where, namespace=st.namespace, pod=st.name, container=c)
 
     def add(self, code: str, evidence: list[str], *, st: PodState | None = None,
-            severity: Severity = CRIT, objects: list[ObjectRef] | None = None,
+            conditions: frozenset[str] = frozenset(), objects: list[ObjectRef] | None = None,
             actions: list[tuple[str, str]] | None = None, where: Where | None = None) -> None:
         w = where or self._where(st)
         objs = [self.ref] + ([st.ref] if st is not None else []) + (objects or [])
-        self.f.add(code, severity, summary(code, w), objects=objs, evidence=evidence,
-                   fix=fix(code, w), actions=actions or [])
+        self.f.add(code, summary(code, w), conditions=conditions, objects=objs,
+                   evidence=evidence, fix=fix(code, w), actions=actions or [])
 
     def logs(self, st: PodState) -> tuple[list[tuple[str, str]], list[str]]:
         """Known lines in the failing containers' logs and messages; the tail as fallback."""
@@ -384,13 +384,8 @@ class NodeRun:
                     continue
                 code = COMPONENT_CODE.get(comp, "OPERATOR_COMPONENT_FAILING")
                 own = self.log_evidence(st, found, code)
-                sev = WARN if code == "OPERATOR_COMPONENT_FAILING" else CRIT
-                if code == "OPERATOR_COMPONENT_FAILING" and st.blocked_on:
-                    # Waiting for a later validation (plugin-validation, cuda-validation):
-                    # what blocks it is reported by its own stage.
-                    sev = WARN
                 self.add(code, [f"component {comp}", *st.state_evidence(), *own,
-                                *([] if own else tail)], st=st, severity=sev)
+                                *([] if own else tail)], st=st)
                 self.log_findings(st, found, skip=(code,))
         for pod in self.ctx.inv.failed_validators.get(self.name, [])[:2]:
             st = pod_state(pod, self.ctx.now)
@@ -441,11 +436,10 @@ class NodeRun:
         if causes:
             ev.append("cause: " + ", ".join(dict.fromkeys(causes)))
         ev += self.stuck
-        sev = WARN if self.plugin_only else CRIT
         if self.plugin_only:
             ev.append("the node carries no GPU labels: if it has no GPU, keep the "
                       "device-plugin DaemonSet off it with a nodeSelector")
-        self.add("GPU_NOT_ADVERTISED", ev, severity=sev)
+        self.add("GPU_NOT_ADVERTISED", ev)
 
     def plugin_ds_key(self, st: PodState) -> tuple[str, str]:
         ref = owner(st.pod, "DaemonSet") or {}
@@ -483,8 +477,8 @@ class NodeRun:
         if self.plugin_only:
             for code in self.f.codes:
                 d = self.f.get(code)
-                if d is not None and d.severity == CRIT:
-                    d.severity = WARN
+                if d is not None:
+                    d.conditions |= {"unconfirmed-node"}
         problems_now = set(self.f.problems())
         self.passed = [c for c in dict.fromkeys(self.passed)
                        if not problems_now & FAILS.get(c, frozenset())]

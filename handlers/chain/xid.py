@@ -21,8 +21,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from handlers.chain.fixes import CRIT, WARN
-from handlers.knowledge.xid import XidInfo, xid_info, xids_in
+from handlers.knowledge.xid import XidInfo, severity_conditions, xid_info, xids_in
 
 if TYPE_CHECKING:
     from handlers.chain.node import NodeRun
@@ -121,15 +120,15 @@ def check(run: NodeRun) -> None:
         worst = min(api_xids, key=lambda x: _rank(infos[x]))
         winfo = infos[worst]
         hardware = any(i is not None and i.hardware for x, i in infos.items() if x in api_xids)
-        sev = CRIT if hardware or (winfo is not None and winfo.action in ("drain", "repair")) \
-            else WARN
+        cond = frozenset({"needs-repair"}) if hardware else severity_conditions(winfo)
         what = (f"{winfo.name} ({'hardware; ' if winfo.hardware else ''}"
                 f"{_TODO[winfo.action]})" if winfo else "not in gpubot's Xid table")
         summary = f"Xid {', '.join(map(str, api_xids))} on {run.name}" + (
             f"; the worst, Xid {worst}: {what}." if len(api_xids) > 1 else f": {what}.")
         evidence = [line for _, line in signals[:_MAX_SIGNALS]]
         evidence += [_describe(x, infos[x]) for x in api_xids]
-        run.f.add("GPU_XID_ERRORS", sev, summary, objects=[run.ref], evidence=evidence,
+        run.f.add("GPU_XID_ERRORS", summary, conditions=cond, objects=[run.ref],
+                  evidence=evidence,
                   fix=_fix(run.name, worst, winfo))
     hw = [x for x, i in infos.items() if i is not None and i.hardware]
     if unhealthy is not None and hw:

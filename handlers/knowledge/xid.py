@@ -75,3 +75,13 @@ def xids_in(text: str) -> list[int]:
     for m in _NVRM_XID.finditer(text):
         seen.setdefault(int(m.group(1)), None)
     return list(seen)
+
+
+def severity_conditions(info: XidInfo | None) -> frozenset[str]:
+    """What an Xid says about a GPU_XID_ERRORS finding's severity (its card): hardware or a
+    drain/repair needs a repair; an application's own fault leaves the GPU usable."""
+    if info is None:
+        return frozenset()
+    if info.hardware or info.action in ("drain", "repair"):
+        return frozenset({"needs-repair"})
+    return frozenset({"app-fault"}) if info.action == "app-fix" else frozenset()

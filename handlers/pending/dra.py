@@ -25,7 +25,7 @@ from handlers.dra import Device, PodClaim, Request
 from handlers.gpu import labels, name_of, ns_of
 from handlers.kube.affinity import node_matches_pod
 from handlers.kube.quantity import fmt_quantity
-from handlers.model import Finding, ObjectRef, Severity
+from handlers.model import Finding, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.scheduler.messages import parse_scheduling_message
 from handlers.view import Obj
@@ -41,7 +41,6 @@ class _Verdict:
     fix: str
     evidence: list[str] = field(default_factory=list)
     objects: list[ObjectRef] = field(default_factory=list)
-    severity: Severity = Severity.CRITICAL
 
 
 def check(ctx: PendingContext) -> list[Finding]:
@@ -55,16 +54,16 @@ def check(ctx: PendingContext) -> list[Finding]:
             continue
         ev = v.evidence + [x for x in sched_lines if x not in v.evidence]
         out.append(Finding(
-            CODE, v.severity, v.reason, tuple([ctx.target_ref, *v.objects]), tuple(ev), v.fix))
+            CODE, v.reason, tuple([ctx.target_ref, *v.objects]), tuple(ev), v.fix))
     if not out and any(IN_FLIGHT in line for line in sched_lines):
         # The scheduler is allocating the claim for another pod right now: transient.
         out.append(Finding(
-            CODE, Severity.INFO,
+            CODE,
             "The scheduler was allocating one of the pod's claims when it last tried; the "
             "devices it needs are there and the next attempt should place the pod.",
             (ctx.target_ref,), tuple(sched_lines),
             f"Wait a few seconds; if it stays Pending: kubectl -n {ctx.namespace} get "
-            "resourceclaims -o wide"))
+            "resourceclaims -o wide", conditions=frozenset({"in-flight"})))
     return out
 
 

@@ -18,11 +18,12 @@ import itertools
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from handlers.codes import CODES, Section, title
+from handlers.cards import CHANGES, Section, card
+from handlers.codes import title
 from handlers.gpu import GPU_RESOURCE, is_gpu_resource, name_of
 from handlers.kube.quantity import fmt_quantity, parse_quantity
 from handlers.kube.resources import CPU, MEMORY, PODS
@@ -32,22 +33,12 @@ from handlers.kube.taints import (
     TAINT_UNSCHEDULABLE,
     taint_str,
 )
-from handlers.model import Finding, ObjectRef
+from handlers.model import Finding, FitChange, ObjectRef
 from handlers.pending.context import PendingContext
+from handlers.rootcause import cause_codes
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.view import Obj
 
-KINDS = ("uncordon", "tolerate-taint", "change-selector", "fix-gpu-stack", "raise-quota",
-         "change-request", "other", "free-gpus", "add-nodes")
-# Codes held before or outside the scheduler's filters: a change to them is one more change.
-GATES = {
-    "QUOTA_EXCEEDED": "raise-quota", "QUOTA_NOT_READY": "change-request",
-    "LIMITRANGE_VIOLATION": "change-request", "LIMITRANGE_DEFAULT_GPU": "change-request",
-    "GPU_LIMIT_MISSING": "change-request", "GPU_REQUEST_LIMIT_MISMATCH": "change-request",
-    "GPU_FRACTIONAL_REQUEST": "change-request", "RUNTIMECLASS_MISSING": "other",
-    "SCHEDULER_NOT_FOUND": "other", "GANG_INCOMPLETE": "other",
-    "QUEUE_QUOTA_EXHAUSTED": "raise-quota", "RESOURCE_CLAIM_UNSATISFIED": "other",
-}
 # Selector labels that pick a GPU model: changing one changes what the workload runs on.
 GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.family", "nvidia.com/gpu.memory",
                    "cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator",
@@ -60,21 +51,8 @@ _TARGETING = frozenset({"NodeName", "NodeAffinity", "TaintToleration", "VolumeNo
 
 
 @dataclass
-class Change:
-    change: str  # one of KINDS
-    summary: str
-    nodes: list[str] = field(default_factory=list)
-    objects: list[ObjectRef] = field(default_factory=list)
-    cost: tuple[float, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {"change": self.change, "summary": self.summary, "nodes": list(self.nodes),
-                "objects": [asdict(o) for o in self.objects]}
-
-
-@dataclass
 class Outcome:
-    changes: list[Change]
+    changes: list[FitChange]
     closest: str = ""  # when no single change suffices: what the closest option lacks
 
 
@@ -156,7 +134,7 @@ class _Search:
         self.physical = physical
         self.res, self.need = ctx.gpu_request
         self.sim = _Sim(ctx, gpu_nodes)
-        self.found: list[Change] = []
+        self.found: list[FitChange] = []
         self.near: list[tuple[int, str]] = []  # (rejections left, "option: what it lacks")
         self._pool = sorted((f for f in self.fits.values() if f.node in gpu_nodes),
                             key=attrgetter("node"))
@@ -208,7 +186,7 @@ class _Search:
             node["spec"]["taints"] = [t for t in node["spec"].get("taints") or []
                                       if t.get("key") != TAINT_UNSCHEDULABLE]
             if self._try_node(f.node, node, f"uncordon {f.node}"):
-                self.found.append(Change(
+                self.found.append(FitChange(
                     "uncordon", f"uncordon {f.node}: kubectl uncordon {f.node}",
                     [f.node], [_node_ref(f.node)], (1, 0)))
                 return
@@ -227,7 +205,7 @@ class _Search:
                 for c in st.get("conditions") or []]
             what = "Ready" if "NodeReady" in f.filters else "free of resource pressure"
             if self._try_node(f.node, node, f"{f.node} {what}"):
-                self.found.append(Change(
+                self.found.append(FitChange(
                     "other", f"bring {f.node} back to {what} (kubectl describe node {f.node})",
                     [f.node], [_node_ref(f.node)], (1, 1)))
                 return
@@ -250,7 +228,7 @@ class _Search:
             for key in ("capacity", "allocatable"):
                 node.setdefault("status", {}).setdefault(key, {})[res] = have
             if self._try_node(f.node, node, f"repairing the GPU stack on {f.node}"):
-                self.found.append(Change(
+                self.found.append(FitChange(
                     "fix-gpu-stack", f"repair the GPU stack on {f.node} (see its findings above) "
                     f"so that it advertises its {have} GPUs", [f.node], [_node_ref(f.node)],
                     (1, 2)))
@@ -285,7 +263,7 @@ class _Search:
         node = _anon(self.ctx.nodes_by_name[f.node])
         if self._try_node(f.node, node, f"freeing GPUs on {f.node}", pods_by_node=pods):
             moved = ", ".join(f"{r} ({g:g})" for r, g in pick)
-            self.found.append(Change(
+            self.found.append(FitChange(
                 "free-gpus", f"free {self.need - f.free.get(res, 0.0):g} {res} on {f.node} by "
                 f"moving {len(pick)} pod(s): {moved}", [f.node],
                 [_node_ref(f.node), *(ObjectRef("Pod", r.split("/", 1)[1], r.split("/", 1)[0])
@@ -319,7 +297,7 @@ class _Search:
             if got is not None and got.fits:
                 pool = pool_of(tmpl)
                 like = f"to pool {pool}" if pool else f"like {f.node}"
-                self.found.append(Change(
+                self.found.append(FitChange(
                     "add-nodes", f"add a GPU node {like} (the pod fits on an empty one)",
                     [f.node], [_node_ref(f.node)], (9, 0)))
                 return
@@ -344,7 +322,7 @@ class _Search:
         shown = ", ".join(taint_str(t) for t in taints)
         ok = self._try_pod(pod, f"tolerating {shown}")
         if ok:
-            self.found.append(Change(
+            self.found.append(FitChange(
                 "tolerate-taint", f"add a toleration for {shown} to the pod spec (then it fits "
                 f"on {', '.join(ok[:3])})", ok[:5], [_workload_ref(self.ctx)], (1, 1)))
 
@@ -376,7 +354,7 @@ class _Search:
                     parts.append("relax the required node affinity")
             what = "; ".join(parts) or "relax the node affinity"
             other_gpu = any(k in GPU_TYPE_LABELS for k in [*changed, *dropped])
-            self.found.append(Change(
+            self.found.append(FitChange(
                 "change-selector", f"change the node selector to match {f.node} ({what})"
                 + (": a different GPU model than the pod asked for" if other_gpu else ""),
                 [f.node], [_workload_ref(self.ctx)], (1, 6) if other_gpu else (1, 2)))
@@ -398,7 +376,7 @@ class _Search:
             ok = self._try_pod(_renamed(self.ctx.pod, res, alt),
                                f"asking {alt} instead of {res}", resource=alt)
             if ok:
-                self.found.append(Change(
+                self.found.append(FitChange(
                     "change-request", f"ask for {alt} instead of {res} (fits on "
                     f"{', '.join(ok[:3])})", ok[:5], [_workload_ref(self.ctx)], (1, 3)))
                 return
@@ -413,7 +391,7 @@ class _Search:
                                f"lower requests on {f.node}", only=(f.node,))
             if f.node in ok:
                 shown = ", ".join(f"{k} to {fmt_quantity(v, k)}" for k, v in lower.items())
-                self.found.append(Change(
+                self.found.append(FitChange(
                     "change-request", f"lower the pod's {shown} (what {f.node} has free)",
                     [f.node], [_workload_ref(self.ctx)], (1, 4)))
                 return
@@ -430,7 +408,7 @@ class _Search:
             return
         ok = self._try_pod(_with_gpus(self.ctx.pod, res, most), f"asking {most:g} {res}")
         if ok:
-            self.found.append(Change(
+            self.found.append(FitChange(
                 "change-request", f"ask for {most:g} {res} instead of {need:g} (fits on "
                 f"{', '.join(ok[:3])}); split the job over more pods if it needs them all",
                 ok[:5], [_workload_ref(self.ctx)], (1, 7)))
@@ -522,10 +500,12 @@ def _with_requests(pod: Obj, want: Mapping[str, float]) -> dict[str, Any]:
 
 
 def _gates(findings: list[Finding]) -> list[Finding]:
-    """Independent problems outside placement (a LimitRange's symptom is not another)."""
-    gates = [f for f in findings if f.severity.is_problem and f.code in GATES]
+    """Independent problems held before or outside the scheduler's filters (their cards
+    name a ``gate``): a LimitRange's symptom is not another."""
+    gates = [f for f in findings if f.severity.is_problem and card(f.code).gate]
     codes = {f.code for f in gates}
-    return [f for f in gates if not set(f.caused_by) & codes]
+    causes = cause_codes(findings)
+    return [f for f in gates if not set(causes.get(id(f), ())) & codes]
 
 
 def find(ctx: PendingContext, fits: list[NodeFit], gpu_nodes: AbstractSet[str],
@@ -544,12 +524,12 @@ def find(ctx: PendingContext, fits: list[NodeFit], gpu_nodes: AbstractSet[str],
                            + ", ".join(dict.fromkeys(g.code for g in gates)))
         return Outcome([])
     broken = {o.name for f in findings if f.severity.is_problem
-              and CODES[f.code][0] == Section.CHAIN for o in f.objects if o.kind == "Node"}
+              and card(f.code).section == Section.CHAIN for o in f.objects if o.kind == "Node"}
     s = _Search(ctx, fits, gpu_nodes, physical, broken)
     for step in (s.uncordon, s.node_ready, s.tolerate, s.change_selector, s.fix_gpu_stack,
                  s.change_request, s.free_gpus, s.add_nodes):
         step()
-    found = sorted(s.found, key=lambda c: (c.cost, KINDS.index(c.change)))
+    found = sorted(s.found, key=lambda c: (c.cost, CHANGES.index(c.change)))
     if gates:
         lacks = ", ".join(dict.fromkeys(g.code for g in gates))
         near = f"{found[0].summary}, and still {lacks}" if found else f"placement and {lacks}"
@@ -571,14 +551,14 @@ def fits_as(ctx: PendingContext, template: Mapping[str, Any]) -> list[str]:
     return sorted(n for n, f in got.items() if f.fits)
 
 
-def _gate_change(ctx: PendingContext, g: Finding) -> Change:
-    kind = GATES[g.code]
+def _gate_change(ctx: PendingContext, g: Finding) -> FitChange:
+    kind = str(card(g.code).gate)
     objs = [o for o in g.objects if o.kind != "Node"]
     summary = _quota_summary(ctx, g) if g.code == "QUOTA_EXCEEDED" else None
     if summary is None:
         first = g.fix.strip().splitlines()[0] if g.fix.strip() else g.summary
         summary = f"{title(g.code)}: {first[:240]}"
-    return Change(kind, summary, [], objs or [_workload_ref(ctx)], (1, 5))
+    return FitChange(kind, summary, [], objs or [_workload_ref(ctx)], (1, 5))
 
 
 def _quota_summary(ctx: PendingContext, g: Finding) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from handlers.chain import hook_context
 from handlers.gpu import requests_gpu
-from handlers.model import Finding, ObjectRef, Severity
+from handlers.model import Finding, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.view import Obj
 
@@ -26,7 +26,7 @@ def misplaced(ctx: PendingContext, node: Obj | None,
            for c in (ctx.pod.get("spec") or {}).get("containers") or []
            for e in c.get("env") or [] if e.get("name") == "NVIDIA_VISIBLE_DEVICES"]
     return kept, [Finding(
-        hook_context.CODE, Severity.CRITICAL, hook_context.summary(name),
+        hook_context.CODE, hook_context.summary(name),
         (ObjectRef("Pod", ctx.pod_name, ctx.namespace), ObjectRef("Node", name)),
         (*hook[:_MAX_EVIDENCE], hook_context.node_evidence(node), "the pod requests no GPU",
          *env),

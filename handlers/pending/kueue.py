@@ -19,7 +19,7 @@ from handlers.batchjobs import suspended
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.quantity import fmt_quantity, parse_quantity
 from handlers.kueue import Reason
-from handlers.model import Finding, ObjectRef, Severity
+from handlers.model import Finding, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.view import Obj
 
@@ -198,18 +198,18 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
         ev.append(f"pod schedulingGates: {', '.join(gates)} (Kueue removes its gate on "
                   "admission)")
     top = reasons[0] if reasons else None
-    severity = Severity.CRITICAL
+    waiting = False  # Kueue has not decided yet: nothing refused the workload
     wl_name = name_of(wl) if wl is not None else f"for {ctx.target_ref}"
     if top is None and checks:
         names = ", ".join(str(c.get("name")) for c in checks)
-        severity = Severity.WARNING
+        waiting = True
         summary = (f"Kueue reserved quota for workload {wl_name} but admission check(s) "
                    f"{names} have not passed yet.")
         fix = (f"kubectl get admissionchecks {names.split(', ')[0]} -o yaml; see the check's "
                "controller (ProvisioningRequest: kubectl get provisioningrequests -A; "
                "MultiKueue: the worker clusters)")
     elif top is None:
-        severity = Severity.WARNING
+        waiting = True
         summary = (f"Kueue has not admitted workload {wl_name} from queue {queue} and has "
                    "not said why yet.")
         look = (f"kubectl -n {ns} describe workload {name_of(wl)}" if wl is not None else
@@ -218,7 +218,8 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
     else:
         summary, fix = _say(top, wl_name, queue, cq_name, ns, preempting, fix_quota,
                             holders)
-    return Finding(CODE, severity, summary, tuple(objs), tuple(ev), fix)
+    return Finding(CODE, summary, tuple(objs), tuple(ev), fix,
+                   conditions=frozenset({"awaiting-admission"} if waiting else ()))
 
 
 def _quota_detail(ctx: PendingContext, wl: Obj | None, cq: Obj | None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from operator import attrgetter
 
@@ -30,7 +30,7 @@ from handlers.gpu import (
     name_of,
 )
 from handlers.kube.quantity import fmt_quantity, parse_quantity
-from handlers.model import Finding, NodeVerdict, ObjectRef, Severity
+from handlers.model import Finding, NodeVerdict, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.pending.fitsif import fewest_holders
 from handlers.scheduler.filters import NodeFit, Rejection
@@ -54,6 +54,8 @@ TARGETING_LABELS = ("nvidia.com/gpu.family", "nvidia.com/gpu.product",
                     "cloud.google.com/gke-accelerator", "nvidia.com/gpu.machine",
                     "k8s.amazonaws.com/accelerator", "nvidia.com/gpu.memory")
 GPU_MEMORY_LABEL = "nvidia.com/gpu.memory"
+# A node exclusion that leaves the pod other nodes is not what blocks it (its cards).
+OTHERS_USABLE = "others-usable"
 CUDA_OOM_RE = re.compile(r"(CUDA out of memory|CUDA error: out of memory|OutOfMemoryError)")
 
 
@@ -209,10 +211,11 @@ def _fits_somewhere(ctx: PendingContext, p: Placement, fitting: list[NodeFit],
         # Not "all clear": the scheduler saw something this state does not show.
         ctx.details["scheduler_disagrees"] = True
     out = [Finding(
-        "PENDING_NO_EVENTS", Severity.INFO, summary,
+        "PENDING_NO_EVENTS", summary,
         (ref,), tuple(evidence),
         "Wait for the scheduler's next attempt (backoff up to 5 min), or check it: "
         "kubectl -n kube-system logs -l component=kube-scheduler --tail=50",
+        conditions=frozenset({"fits-now"}),
     )]
     out += _gpu_fit_advisories(ctx, p, [f for f in fitting if f.node in p.gpu_nodes], ref)
     return out
@@ -229,8 +232,7 @@ def _attach_event(findings: list[Finding], last: tuple[Obj, SchedulingMessage]) 
     msg = f"FailedScheduling ({_when(ev)}): {ev.get('message', '')}"
     for i, f in enumerate(findings):
         if f.severity.is_problem:
-            findings[i] = Finding(f.code, f.severity, f.summary, f.objects,
-                                  (*f.evidence, msg), f.fix, f.actions)
+            findings[i] = replace(f, evidence=(*f.evidence, msg))
             break
     return findings
 
@@ -259,15 +261,16 @@ def _targeting_findings(ctx: PendingContext, pool: list[NodeFit],
         if flt == "NodeAffinity" and all(r.label == GPU_MEMORY_LABEL for _, r in items):
             out.append(_memory_selector_finding(items, ref))
             continue
-        sev = Severity.CRITICAL if not survivors or flt == "VolumeNodeAffinity" \
-            else Severity.WARNING
-        out.append(_targeting_finding(ctx, flt, items, sev, ref, would_fit))
+        # A bound volume leaves the pod no choice; other filters leave it the survivors.
+        others = frozenset({OTHERS_USABLE} if survivors and flt != "VolumeNodeAffinity"
+                           else ())
+        out.append(_targeting_finding(ctx, flt, items, others, ref, would_fit))
     return out
 
 
 def _memory_selector_finding(items: list[tuple[NodeFit, Rejection]], ref: ObjectRef) -> Finding:
     return Finding(
-        "GPU_MEMORY_TOO_SMALL", Severity.CRITICAL,
+        "GPU_MEMORY_TOO_SMALL",
         f"The pod needs more GPU memory than any of the {len(items)} GPU node(s) has.",
         (ref, *(ObjectRef("Node", f.node) for f, _ in items[:5])),
         tuple(f"node {f.node}: {r.reason}" for f, r in items[:6]),
@@ -278,7 +281,8 @@ def _memory_selector_finding(items: list[tuple[NodeFit, Rejection]], ref: Object
 
 
 def _targeting_finding(ctx: PendingContext, flt: str, items: list[tuple[NodeFit, Rejection]],
-                       sev: Severity, ref: ObjectRef, would_fit: list[NodeFit]) -> Finding:
+                       others: frozenset[str], ref: ObjectRef, would_fit: list[NodeFit]
+                       ) -> Finding:
     code = TARGETING_CODES[flt]
     nodes = [f.node for f, _ in items]
     objs = (ref, *(ObjectRef("Node", n) for n in nodes[:5]))
@@ -291,22 +295,24 @@ def _targeting_finding(ctx: PendingContext, flt: str, items: list[tuple[NodeFit,
         shown = ", ".join(_taint_text(t) for t in taints)
         fix = "Add to the pod spec:\ntolerations:\n" + "\n".join(
             _toleration_yaml(t) for t in taints)
-        return Finding(code, sev, f"{len(nodes)} GPU node(s) carry taint {shown} that the pod "
-                       f"does not tolerate{extra}.", objs, evidence, fix)
+        return Finding(code, f"{len(nodes)} GPU node(s) carry taint {shown} that the pod "
+                       f"does not tolerate{extra}.", objs, evidence, fix, conditions=others)
     if code == "NODE_SELECTOR_MISMATCH":
         missing = _missing_labels(ctx, [f.node for f, _ in items], items)
         summary = (f"The pod's node selector/affinity matches none of the {len(nodes)} GPU "
                    f"node(s){extra}" + (f"; no GPU node has {missing[0]}." if missing else "."))
-        return Finding(code, sev, summary, objs, (*[f"no GPU node has {m}"
-                                                     for m in missing[:3]], *evidence),
+        return Finding(code, summary, objs, (*[f"no GPU node has {m}"
+                                               for m in missing[:3]], *evidence),
                        "Fix the selector to a label the GPU nodes carry (kubectl get nodes "
-                       "-L nvidia.com/gpu.product,nvidia.com/gpu.memory), or label the nodes.")
+                       "-L nvidia.com/gpu.product,nvidia.com/gpu.memory), or label the nodes.",
+                       conditions=others)
     if code == "POD_AFFINITY_MISMATCH":
-        return Finding(code, sev, f"Inter-pod affinity/anti-affinity rules exclude "
+        return Finding(code, f"Inter-pod affinity/anti-affinity rules exclude "
                        f"{len(nodes)} GPU node(s){extra}.", objs, evidence,
                        "Relax spec.affinity.podAffinity/podAntiAffinity (use preferred "
-                       "rules, or a wider topologyKey), or move the pods it conflicts with.")
-    return Finding(code, sev, f"A bound volume pins the pod away from {len(nodes)} GPU "
+                       "rules, or a wider topologyKey), or move the pods it conflicts with.",
+                       conditions=others)
+    return Finding(code, f"A bound volume pins the pod away from {len(nodes)} GPU "
                    f"node(s){extra}.", objs, evidence,
                    "Use a StorageClass with volumeBindingMode: WaitForFirstConsumer, or "
                    "recreate the PVC in the GPU nodes' zone.")
@@ -365,7 +371,6 @@ def _lifecycle_findings(p: Placement, feasible: list[NodeFit], usable: list[Node
         if usable and not helpful:
             continue
         nodes = sorted({f.node for f, _ in hit})
-        sev = Severity.CRITICAL if not usable else Severity.WARNING
         what = {"NODE_UNSCHEDULABLE": "cordoned", "NODE_NOT_READY": "NotReady",
                 "NODE_PRESSURE": "under resource pressure"}[code]
         fix = {"NODE_UNSCHEDULABLE": f"kubectl uncordon {nodes[0]}   # once its maintenance "
@@ -375,10 +380,11 @@ def _lifecycle_findings(p: Placement, feasible: list[NodeFit], usable: list[Node
                "NODE_PRESSURE": f"kubectl describe node {nodes[0]} | grep -A8 Conditions; "
                "free disk/memory on the node or evict the pods using it"}[code]
         out.append(Finding(
-            code, sev, f"{len(nodes)} GPU node(s) the pod could use are {what}"
+            code, f"{len(nodes)} GPU node(s) the pod could use are {what}"
             + (f"; {len(helpful)} of them have the GPUs free." if helpful and res else "."),
             (ref, *(ObjectRef("Node", n) for n in nodes[:5])),
             tuple(f"node {f.node}: {r.reason}" for f, r in hit[:6]), fix,
+            conditions=frozenset({OTHERS_USABLE} if usable else ()),
         ))
     return out
 
@@ -398,7 +404,7 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
             profiles = sorted({k for f in mixed for k, v in f.allocatable.items()
                                if MIG_RESOURCE_RE.match(k) and v > 0})
             return [Finding(
-                "MIG_STRATEGY_MISMATCH", Severity.CRITICAL,
+                "MIG_STRATEGY_MISMATCH",
                 "The pod asks for nvidia.com/gpu, but the GPU nodes it can use run MIG with "
                 "the mixed strategy and offer only MIG profiles.",
                 (ref, *(ObjectRef("Node", f.node) for f in mixed[:5])),
@@ -425,7 +431,7 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
         return out  # nobody offers it: UNKNOWN_GPU_RESOURCE or the chain findings say why
     if need > max_size:
         out.append(Finding(
-            "REQUEST_EXCEEDS_NODE_SIZE", Severity.CRITICAL,
+            "REQUEST_EXCEEDS_NODE_SIZE",
             f"The pod asks {need:g} {res} but the largest node has {max_size:g}.",
             (ref,), (f"requested {res}: {need:g}", f"largest node: {max_size:g} {res}"),
             f"Ask for at most {max_size:g} GPUs per pod and spread the job over several pods "
@@ -443,7 +449,7 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
                   for f in candidates[:8])
     if usable and total_free >= need:
         out.append(Finding(
-            "GPU_FRAGMENTATION", Severity.CRITICAL,
+            "GPU_FRAGMENTATION",
             f"{total_free:g} {res} are free across {len(usable)} node(s), but no single node "
             f"has the {need:g} the pod needs.",
             (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
@@ -453,7 +459,7 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
         ))
     elif usable:
         out.append(Finding(
-            "INSUFFICIENT_GPU", Severity.CRITICAL,
+            "INSUFFICIENT_GPU",
             f"Other pods hold the GPUs: {total_free:g} {res} free on the {len(usable)} "
             f"node(s) the pod can use; it needs {need:g}.",
             (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
@@ -524,8 +530,7 @@ def _cpu_memory_findings(p: Placement, usable: list[NodeFit], ref: ObjectRef) ->
     if not hit or len(hit) < len(cands):
         return []
     return [Finding(
-        "INSUFFICIENT_CPU_MEMORY", Severity.CRITICAL,
-        f"{len(hit)} node(s) have the GPUs free but not the "
+        "INSUFFICIENT_CPU_MEMORY", f"{len(hit)} node(s) have the GPUs free but not the "
         + "/".join(sorted({r.resource or "?" for _, rs in hit for r in rs}))
         + " the pod also asks.",
         (ref, *(ObjectRef("Node", f.node) for f, _ in hit[:5])),
@@ -580,13 +585,14 @@ def _memory_too_small(ctx: PendingContext, nodes: list[Obj], ref: ObjectRef) -> 
     if not evidence:
         return []
     return [Finding(
-        "GPU_MEMORY_TOO_SMALL", Severity.WARNING,
+        "GPU_MEMORY_TOO_SMALL",
         "The pod needs more GPU memory than the GPUs it can land on have.",
         (ref,), tuple(evidence),
         "Target bigger GPUs:\naffinity:\n  nodeAffinity:\n    "
         "requiredDuringSchedulingIgnoredDuringExecution:\n      nodeSelectorTerms:\n      - "
         "matchExpressions:\n        - key: nvidia.com/gpu.memory\n          operator: Gt\n"
         f"          values: [\"{(need or 40000) - 1}\"]",
+        conditions=frozenset({"schedulable"}),
     )]
 
 
@@ -642,7 +648,7 @@ def _wrong_type(ctx: PendingContext, nodes: list[Obj], ref: ObjectRef) -> list[F
     else:
         return []
     return [Finding(
-        "WRONG_GPU_TYPE", Severity.INFO,
+        "WRONG_GPU_TYPE",
         f"The pod can land on {len(weaker)} node(s) with an older GPU family than {wanted}.",
         (ref, *(ObjectRef("Node", n) for n in list(weaker)[:5])),
         (why, *(f"node {n}: nvidia.com/gpu.family={f}, "
@@ -661,7 +667,7 @@ def _topology(ctx: PendingContext, p: Placement, nodes: list[Obj],
     if not pcie or len(pcie) < len(products):
         return []
     return [Finding(
-        "MULTI_GPU_TOPOLOGY", Severity.INFO,
+        "MULTI_GPU_TOPOLOGY",
         f"The pod asks {p.gpu_need:g} GPUs, but every node it can use links its GPUs over "
         "PCIe only (no NVLink): multi-GPU training will be slower.",
         (ref,), tuple(f"node {n}: nvidia.com/gpu.product={prod}"

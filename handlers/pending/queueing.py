@@ -21,7 +21,7 @@ from typing import Any
 from handlers.gpu import labels, name_of, ns_of
 from handlers.kube.quantity import fmt_quantity
 from handlers.kube.resources import pod_requests
-from handlers.model import Finding, ObjectRef, Severity
+from handlers.model import Finding, ObjectRef
 from handlers.pending import kueue, volcano
 from handlers.pending.context import PendingContext, main_gpu_request
 from handlers.scheduler.filters import NodeFit, simulate
@@ -89,7 +89,7 @@ def check_scheduler(ctx: PendingContext) -> list[Finding]:
     evidence.append(f"events on the pod: {len(ctx.events)}, none from {sched}")
     ns_hint = ns_of(candidates[0]) if candidates else "<its namespace>"
     return [Finding(
-        "SCHEDULER_NOT_FOUND", Severity.CRITICAL,
+        "SCHEDULER_NOT_FOUND",
         f"The pod waits for scheduler {sched!r}, which is not running; no scheduler will ever "
         "look at it or write an event.",
         (ctx.target_ref,), tuple(evidence),
@@ -153,7 +153,7 @@ def _volcano(ctx: PendingContext) -> list[Finding]:
     evidence += room_lines
     evidence.append(f"placeable now: {placeable} of minMember {min_member}")
     return [Finding(
-        "GANG_INCOMPLETE", Severity.CRITICAL,
+        "GANG_INCOMPLETE",
         f"Gang {group} needs {min_member} members placed at once; only {placeable} fit now, so "
         "none starts.",
         (ctx.target_ref, ObjectRef("PodGroup", group, ctx.namespace)), tuple(evidence),
@@ -248,7 +248,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
         evidence = [f"pod {who}, preemptionPolicy: Never", *sched_line]
         evidence += _holder_lines(lower_frees, prio_of, gres, lower)
         return [Finding(
-            "PREEMPTION_BLOCKED", Severity.WARNING,
+            "PREEMPTION_BLOCKED",
             f"The pod could take GPUs from lower-priority pods on {len(lower_frees)} node(s), but "
             "its preemptionPolicy is Never, so it waits for them to finish.",
             (ctx.target_ref,) + ((ObjectRef("PriorityClass", cls),) if cls else ()),
@@ -262,7 +262,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
     top = max((prio_of[h][0] for f in higher_blocks for h, g in f.holders
                if g > 0 and h in prio_of and prio_of[h][0] > prio), default=prio)
     return [Finding(
-        "PREEMPTION_BLOCKED", Severity.WARNING,
+        "PREEMPTION_BLOCKED",
         f"The GPUs the pod needs are held by higher-priority pods (up to {top}); at {who} it "
         "cannot preempt them and waits until they finish.",
         (ctx.target_ref,), tuple(evidence),
@@ -324,7 +324,7 @@ def check_autoscaler(ctx: PendingContext) -> list[Finding]:
         e = ca[-1]
         msg = str(e.get("message", ""))
         out.append(Finding(
-            "AUTOSCALER_NO_SCALE_UP", Severity.WARNING,
+            "AUTOSCALER_NO_SCALE_UP",
             "cluster-autoscaler will not add a node for this pod: " + msg.split(":", 1)[-1].strip(),
             (ctx.target_ref,), (f"{e.get('reason')} ({_source(e) or 'cluster-autoscaler'}, "
                            f"{_event_time(e)}): {msg}",),
@@ -341,8 +341,7 @@ def check_autoscaler(ctx: PendingContext) -> list[Finding]:
                "Add a NodePool whose requirements and taints admit this pod and offer GPU "
                "instance types: kubectl get nodepools -o yaml")
         out.append(Finding(
-            "AUTOSCALER_NO_SCALE_UP", Severity.WARNING,
-            "Karpenter will not launch a node for this pod"
+            "AUTOSCALER_NO_SCALE_UP", "Karpenter will not launch a node for this pod"
             + (f": NodePool {pool['pool']} is at its limits." if pool else "."),
             (ctx.target_ref,) + ((ObjectRef("NodePool", pool["pool"]),) if pool else ()),
             (f"{e.get('reason')} ({_source(e)}, {_event_time(e)}): {msg}",), fix,

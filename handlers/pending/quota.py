@@ -39,7 +39,7 @@ from handlers.gpu import (
 )
 from handlers.kube.quantity import QuantityError, fmt_quantity, parse_quantity
 from handlers.kube.resources import pod_requests
-from handlers.model import Finding, ObjectRef, Severity
+from handlers.model import Finding, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.view import ACTIVE_PODS, Obj
 
@@ -221,7 +221,7 @@ def check_quota_exceeded(ctx: PendingContext, quotas: list[Obj]) -> list[Finding
         q_req, q_used, q_lim = ex.keys.get(key, (None, None, None))
         bigger = fmt_quantity((_q(q_used) or 0.0) + (_q(q_req) or 0.0)) if q_used else "<more>"
         out.append(Finding(
-            "QUOTA_EXCEEDED", Severity.CRITICAL,
+            "QUOTA_EXCEEDED",
             f"ResourceQuota {ex.quota} in {ctx.namespace} is used up for {key}: used {q_used} of "
             f"{q_lim}, and the pod asks {q_req} more; the API server refuses to create it.",
             (ctx.target_ref, ObjectRef("ResourceQuota", ex.quota, ctx.namespace)),
@@ -279,7 +279,7 @@ def _not_ready_status(ctx: PendingContext, qname: str, q: Obj | None,
         ev.append(f"ResourceQuota {qname} status.used: "
                   + (", ".join(f"{k}={v}" for k, v in used.items()) if used else "(none)"))
     return Finding(
-        "QUOTA_NOT_READY", Severity.CRITICAL,
+        "QUOTA_NOT_READY",
         f"ResourceQuota {qname} has no computed usage yet, so the API server refuses every new "
         "pod in the namespace until the quota controller catches up.",
         (ctx.target_ref, ObjectRef("ResourceQuota", qname, ctx.namespace)), tuple(ev),
@@ -291,7 +291,7 @@ def _not_ready_status(ctx: PendingContext, qname: str, q: Obj | None,
 
 def _must_specify(ctx: PendingContext, qname: str, evidence: list[str], what: str) -> Finding:
     return Finding(
-        "QUOTA_NOT_READY", Severity.CRITICAL,
+        "QUOTA_NOT_READY",
         f"ResourceQuota {qname} requires every container to set {what.strip()}; the pod "
         "does not, so it is refused.",
         (ctx.target_ref, ObjectRef("ResourceQuota", qname, ctx.namespace)), tuple(evidence),
@@ -337,7 +337,7 @@ def check_requests_limits_unequal(ctx: PendingContext, quotas: list[Obj]) -> lis
             why = ("only the requests. entry is enforced for extended resources"
                    if req is not None else "no requests. entry: nothing is enforced")
             out.append(Finding(
-                "QUOTA_REQUESTS_LIMITS_UNEQUAL", Severity.WARNING,
+                "QUOTA_REQUESTS_LIMITS_UNEQUAL",
                 f"ResourceQuota {name_of(q)} sets {', '.join(shown)}; {why}, so the quota does "
                 "not limit what it seems to.",
                 (ObjectRef("ResourceQuota", name_of(q), ns_of(q) or ctx.namespace),),
@@ -382,7 +382,7 @@ def check_sharing_miscount(ctx: PendingContext, quotas: list[Obj]) -> list[Findi
                 r = _time_sliced(sliced[0])
                 hv = _q(hard[key]) or 0.0
                 out.append(Finding(
-                    "QUOTA_SHARING_MISCOUNT", Severity.WARNING,
+                    "QUOTA_SHARING_MISCOUNT",
                     f"Time-slicing advertises {r} {res} per physical GPU, and ResourceQuota "
                     f"{name_of(q)} counts those slices: {key}={hard[key]} is "
                     f"{fmt_quantity(hv / r)} physical GPU(s), not {hard[key]}.",
@@ -397,7 +397,7 @@ def check_sharing_miscount(ctx: PendingContext, quotas: list[Obj]) -> list[Findi
                 counted = ", ".join(f"{k}={v}" for k, v in sorted(hard.items()) if _tracked(k))
                 held = sum(a for _, a, _ in _holders(ctx, res))
                 out.append(Finding(
-                    "QUOTA_SHARING_MISCOUNT", Severity.WARNING,
+                    "QUOTA_SHARING_MISCOUNT",
                     f"The pod asks {res}, which ResourceQuota {name_of(q)} does not count: "
                     f"GPU slices of that kind in {ctx.namespace} escape the GPU quota "
                     f"({fmt_quantity(held)} in use by other pods, uncounted).",
@@ -525,7 +525,7 @@ def _lr_finding(ctx: PendingContext, lrs: list[Obj], kind: str, res: str, bound:
     word = "at most" if bound.startswith("max") else "at least"
     lr_name = owners[0] if owners else "(LimitRange)"
     return Finding(
-        "LIMITRANGE_VIOLATION", Severity.CRITICAL,
+        "LIMITRANGE_VIOLATION",
         f"LimitRange {lr_name} in {ctx.namespace} allows {word} {enforced} {res} per {kind}; "
         "the pod is outside it and is refused.",
         (ctx.target_ref, ObjectRef("LimitRange", lr_name, ctx.namespace)), tuple(evidence),
@@ -582,7 +582,7 @@ def check_limitrange_default_gpu(ctx: PendingContext, lrs: list[Obj]) -> list[Fi
     lr_name = next(iter(defaults.values()))[0]
     res = sorted({r for rs in injected.values() for r in rs})
     return [Finding(
-        "LIMITRANGE_DEFAULT_GPU", Severity.CRITICAL,
+        "LIMITRANGE_DEFAULT_GPU",
         f"LimitRange {lr_name} gives a default {', '.join(res)} to containers that ask for no "
         f"GPU: {', '.join(names)}; the pod now needs more GPUs than it meant to"
         + (" (or is invalid)." if not ctx.pod_exists else "."),

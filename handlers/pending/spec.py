@@ -23,7 +23,7 @@ from handlers.gpu import (
     name_of,
 )
 from handlers.kube.quantity import QuantityError, is_whole, parse_quantity
-from handlers.model import Finding, ObjectRef, Severity
+from handlers.model import Finding, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.scheduler.filters import SHARE_PARAMETERS
 from handlers.view import Obj
@@ -82,7 +82,7 @@ def check_gpu_quantities(ctx: PendingContext) -> list[Finding]:
                 if q is not None and not is_whole(q):
                     whole = _round_up(q)
                     out.append(Finding(
-                        "GPU_FRACTIONAL_REQUEST", Severity.CRITICAL,
+                        "GPU_FRACTIONAL_REQUEST",
                         f"Container {cname} asks {r}: {q}; GPUs come in whole units.",
                         (ref,), (f"containers[{cname}].resources.{label}.{r}: {q}",
                                  *[m for m in events if "must be an integer" in m][:1]),
@@ -91,7 +91,7 @@ def check_gpu_quantities(ctx: PendingContext) -> list[Finding]:
                     ))
             if rq is not None and lm is None:
                 out.append(Finding(
-                    "GPU_LIMIT_MISSING", Severity.CRITICAL,
+                    "GPU_LIMIT_MISSING",
                     f"Container {cname} requests {r}: {rq} but sets no limit; the API server "
                     "rejects extended resources without limits.",
                     (ref,), (f"containers[{cname}].resources.requests.{r}: {rq}",
@@ -101,7 +101,7 @@ def check_gpu_quantities(ctx: PendingContext) -> list[Finding]:
                 ))
             elif rq is not None and lm is not None and _neq(rq, lm):
                 out.append(Finding(
-                    "GPU_REQUEST_LIMIT_MISMATCH", Severity.CRITICAL,
+                    "GPU_REQUEST_LIMIT_MISMATCH",
                     f"Container {cname} requests {rq} {r} but limits it to {lm}; GPU "
                     "requests must equal limits.",
                     (ref,), (f"containers[{cname}].resources.requests.{r}: {rq}",
@@ -122,15 +122,15 @@ def _quantity_errors_from_events(
     out = []
     for m in events:
         if LIMIT_REQUIRED_RE.search(m):
-            out.append(Finding("GPU_LIMIT_MISSING", Severity.CRITICAL,
+            out.append(Finding("GPU_LIMIT_MISSING",
                                "The API server rejected the pod: a GPU request without limit.",
                                (ref,), (m,), "Set limits equal to requests for every GPU."))
         elif MUST_EQUAL_RE.search(m):
-            out.append(Finding("GPU_REQUEST_LIMIT_MISMATCH", Severity.CRITICAL,
+            out.append(Finding("GPU_REQUEST_LIMIT_MISMATCH",
                                "The API server rejected the pod: GPU requests differ from "
                                "limits.", (ref,), (m,), "Make GPU requests equal to limits."))
         elif (nm := NOT_INTEGER_RE.search(m)) and is_gpu_resource(nm.group(1)):
-            out.append(Finding("GPU_FRACTIONAL_REQUEST", Severity.CRITICAL,
+            out.append(Finding("GPU_FRACTIONAL_REQUEST",
                                f"The API server rejected a fractional {nm.group(1)}.",
                                (ref,), (m,), "Ask for whole GPUs."))
     return out
@@ -196,7 +196,7 @@ def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
                       if labels(n).get(MIG_STRATEGY_LABEL) == "single"]
             if single:
                 out.append(Finding(
-                    "MIG_STRATEGY_MISMATCH", Severity.CRITICAL,
+                    "MIG_STRATEGY_MISMATCH",
                     f"The pod asks for {r}, but the MIG nodes use the single strategy and "
                     "advertise MIG slices as nvidia.com/gpu.",
                     (ref, *(ObjectRef("Node", n) for n in single[:5])),
@@ -209,7 +209,7 @@ def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
         gpu_names = sorted(a for a in advertised if is_gpu_resource(a))
         close = difflib.get_close_matches(r, gpu_names, n=3, cutoff=0.6)
         out.append(Finding(
-            "UNKNOWN_GPU_RESOURCE", Severity.CRITICAL,
+            "UNKNOWN_GPU_RESOURCE",
             f"No node offers {r}" + (f"; did you mean {close[0]}?" if close else "."),
             (ref,),
             (f"requested {r}: {q}",
@@ -255,7 +255,7 @@ def check_gpu_not_requested(ctx: PendingContext) -> list[Finding]:
     cname = next((c.get("name", "main") for c in ctx.pod.get("spec", {}).get("containers") or []),
                  "main")
     return [Finding(
-        "GPU_NOT_REQUESTED", Severity.WARNING,
+        "GPU_NOT_REQUESTED",
         "The workload looks like it needs a GPU but requests none, so it lands on any node "
         "and sees no GPU.",
         (ctx.target_ref,), tuple(proof),
@@ -278,7 +278,7 @@ def check_runtime_class(ctx: PendingContext) -> list[Finding]:
     if not ctx.reader.readable("RuntimeClass") and not proof:
         return []  # the reader lists it as not checked
     return [Finding(
-        "RUNTIMECLASS_MISSING", Severity.CRITICAL,
+        "RUNTIMECLASS_MISSING",
         f"The pod names RuntimeClass {name!r}, which does not exist, so it is never created.",
         (ctx.target_ref, ObjectRef("RuntimeClass", name)),
         (f"spec.runtimeClassName: {name}",

@@ -16,12 +16,13 @@ from handlers.chain.inventory import admission_failed
 from handlers.chain.pods import CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, pod_state
 from handlers.gpu import requests_gpu
 from handlers.logpatterns import classify_log
-from handlers.model import Finding, ObjectRef, Severity
+from handlers.model import Finding, ObjectRef
 from handlers.pending import hooks
 from handlers.pending.context import PendingContext
 
 _TROUBLE = (CRASHLOOP, CREATE_ERROR, IMAGE_PULL)
 _MAX_EVIDENCE = 4
+_OWN = frozenset({"workload-evidence"})
 _NO_GPU_SYMPTOMS = frozenset({"CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"})
 # What chain/cuda_context makes of a pod's insufficient-driver line, versions read.
 _CUDA_READINGS = frozenset({"CUDA_DRIVER_MISMATCH", "CONTAINER_RUNTIME_NOT_CONFIGURED",
@@ -61,12 +62,13 @@ def check(ctx: PendingContext) -> list[Finding]:
         nested = [(c, line) for c, line in classify_log(message)
                   if c != "DEVICE_ADMISSION_FAILED"]
         out.append(Finding(
-            "DEVICE_ADMISSION_FAILED", Severity.CRITICAL,
+            "DEVICE_ADMISSION_FAILED",
             f"Kubelet on {node_name} rejected the pod's GPU allocation.",
             (ref, node_ref),
             (f"status.reason: {st.get('reason')}", f"status.message: {message}"),
             "Delete the pod so that its controller recreates it; if it repeats, restart the "
             f"device plugin on {node_name}.", (("restart-device-plugin", node_name),),
+            conditions=_OWN,
         ))
     found = list(nested)
     for e in ctx.events:
@@ -93,11 +95,11 @@ def check(ctx: PendingContext) -> list[Finding]:
     for code, lines in by_code.items():
         # The chain's words for the cause, about this pod and its node.
         out.append(Finding(
-            code, Severity.CRITICAL,
-            f"The pod's own events, status or log show it: {summary(code, where)}",
+            code, f"The pod's own events, status or log show it: {summary(code, where)}",
             (ref, node_ref) if node_name else (ref,), tuple(lines[:_MAX_EVIDENCE]),
             fix(code, where) or (f"gpubot doctor {node_name}" if node_name else
-                                 f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}")))
+                                 f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}"),
+            conditions=_OWN))
     # A pod that asked no GPU is not served by the node's GPU chain: its problem is its own.
     node = ctx.reader.get("Node", node_name) if node_name and requests_gpu(pod) else None
     if node is not None:

@@ -16,7 +16,7 @@ import re
 
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.quantity import fmt_quantity, parse_quantity
-from handlers.model import Finding, ObjectRef, Severity
+from handlers.model import Finding, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.view import Obj
 
@@ -78,7 +78,7 @@ def _closed_by_webhook(ctx: PendingContext) -> Finding | None:
 def _closed_finding(ctx: PendingContext, queue: str, state: str,
                     evidence: list[str]) -> Finding:
     return Finding(
-        CODE, Severity.CRITICAL,
+        CODE,
         f"Volcano queue {queue} is {state}: it takes no new work, so the workload waits "
         "(its pods are refused or never enqueued).",
         (ctx.target_ref, ObjectRef("Queue", queue)), tuple(evidence),
@@ -125,7 +125,7 @@ def _quota_finding(ctx: PendingContext, queue_name: str, queue: Obj | None, pg: 
             if gpus:
                 evidence.append(f"running in the queue: PodGroup {ref} ({gpus})")
     return Finding(
-        CODE, Severity.CRITICAL,
+        CODE,
         f"Volcano will not enqueue PodGroup {name_of(pg)}: queue {queue_name} has no room left "
         "(its capability or deserved share is used).",
         (ctx.target_ref, ObjectRef("PodGroup", name_of(pg), ctx.namespace),

@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from handlers.knowledge.xid import xid_info
-from handlers.model import Diagnosis, Finding, ObjectRef, Severity
+from handlers.knowledge.xid import severity_conditions, xid_info
+from handlers.model import Diagnosis, Finding, ObjectRef
 from handlers.runtime.labels import gpu_of, node_of, pod_of
 from handlers.runtime.source import MetricsError, MetricsSource, Sample
 from handlers.timefmt import seconds_since
@@ -29,8 +29,6 @@ _ACTIVE = ('* on (namespace, pod) group_left () '
 ALLOCATED = f'sum(kube_pod_container_resource_requests{{{KSM_GPU}, node!=""}} {_ACTIVE})'
 ALLOCATABLE = f"sum(kube_node_status_allocatable{{{KSM_GPU}}})"
 
-_SEVERITY = {"repair": Severity.CRITICAL, "drain": Severity.CRITICAL,
-             "reset": Severity.WARNING, "app-fix": Severity.INFO}
 _ACTION_TEXT = {
     "app-fix": "the application caused it: fix or restart the workload; the GPU is fine",
     "reset": "reset the GPU once its workloads are drained (nvidia-smi -r, or reboot the node)",
@@ -89,7 +87,7 @@ class _Run:
         head = (f"{self.metrics.source} could not answer ({self.error})" if self.error
                 else f"{self.metrics.source} has no data for some checks")
         diag.add(Finding(
-            "METRICS_UNAVAILABLE", Severity.INFO,
+            "METRICS_UNAVAILABLE",
             f"{head}; not checked: " + "; ".join(m.split(":")[0] for m in self.missing) + ".",
             evidence=tuple(self.missing),
             fix=("Check the Prometheus URL and credentials (--prometheus, "
@@ -129,14 +127,12 @@ def check_xid(run: _Run, nodes: Iterable[str] | None) -> list[Finding]:
         evidence = [f"{XID}{{{shown}}} = {code} (the last Xid this GPU reported; it stays "
                     "until the GPU is reset)"]
         if info is None:
-            severity = Severity.WARNING
             summary = (f"{node}: {gpu} reported Xid {code}, which gpubot's table does not "
                        "know.")
             fix = ("Look it up in NVIDIA's Xid catalogue: "
                    "https://docs.nvidia.com/deploy/xid-errors/index.html; on the node: "
                    "dmesg | grep -i xid")
         else:
-            severity = _SEVERITY.get(info.action, Severity.WARNING)
             summary = (f"{node}: {gpu} reported Xid {code} ({info.name}): "
                        f"{_ACTION_TEXT.get(info.action, info.action)}.")
             evidence.append(f"Xid {code}: {info.meaning} (source: {info.source})")
@@ -151,8 +147,8 @@ def check_xid(run: _Run, nodes: Iterable[str] | None) -> list[Finding]:
                             f"\nReboot the node, then: kubectl uncordon {node}",
                    "repair": f"kubectl cordon {node}\nOpen a hardware case with the vendor "
                              "(nvidia-bug-report.sh on the node)"}.get(info.action, "")
-        out.append(Finding("GPU_XID_ERRORS", severity, summary, (ObjectRef("Node", node),),
-                           tuple(evidence), fix))
+        out.append(Finding("GPU_XID_ERRORS", summary, (ObjectRef("Node", node),),
+                           tuple(evidence), fix, conditions=severity_conditions(info)))
     return out
 
 
@@ -218,7 +214,7 @@ def check_idle(run: _Run, reader: Reader, diag: Diagnosis) -> list[Finding]:
     pods = ", ".join(f"{ns}/{pod} ({owners[(ns, pod)]})" for ns, pod in sorted(idle))
     evidence = [line for k in sorted(idle) for line in idle[k]]
     return [Finding(
-        "GPU_IDLE_ALLOCATED", Severity.WARNING if shortage else Severity.INFO,
+        "GPU_IDLE_ALLOCATED",
         f"{gpus} GPU{'s' if gpus > 1 else ''} held by pods below {threshold:g}% utilisation "
         f"for {window}: {pods}." + (" They are the GPUs this pod could have." if shortage
                                     else ""),
@@ -227,6 +223,7 @@ def check_idle(run: _Run, reader: Reader, diag: Diagnosis) -> list[Finding]:
         + "; ".join(f"kubectl -n {ns} scale {owners[(ns, pod)]} --replicas=0"
                     if owners[(ns, pod)].startswith(("deployment/", "statefulset/"))
                     else f"kubectl -n {ns} delete pod {pod}" for ns, pod in sorted(idle)[:3]),
+        conditions=frozenset({"shortage"} if shortage else ()),
     )]
 
 
