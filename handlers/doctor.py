@@ -9,7 +9,7 @@ once. Nothing wrong: ALL_CLEAR with the checks that ran as evidence.
 from __future__ import annotations
 
 from handlers.chain import check_chain
-from handlers.chain.node import node_ready
+from handlers.chain.facts import node_ready
 from handlers.errors import TargetNotFound, close_names
 from handlers.finish import finish
 from handlers.model import Diagnosis, Finding, ObjectRef

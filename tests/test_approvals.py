@@ -510,7 +510,7 @@ def test_findings_about_gpu_hardware_offer_no_actions() -> None:
     """A restart cannot fix a GPU that fell off the bus or an Xid that needs a reset: the
     findings offer no button (GPU_UNHEALTHY without a hardware Xid does: a restart
     re-checks device health)."""
-    from handlers.chain.hardware import hardware_faults
+    from handlers.chain.faults import hardware_faults
     from tests.scenarios import load_scenarios
     from tests.test_scenarios import run_scenario
 

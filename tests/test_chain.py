@@ -15,7 +15,9 @@ import yaml
 
 from bot.snapshot import load_snapshot
 from handlers import doctor
-from handlers.chain import ALL_CHECKS, check_chain
+from handlers.chain import check_chain
+from handlers.chain.model import DAEMONSET_CHECKS
+from handlers.chain.runner import default_plan
 from handlers.codes import CODES
 from handlers.errors import TargetNotFound
 from handlers.logpatterns import classify_log
@@ -118,7 +120,7 @@ def test_all_clear_chain_report_api() -> None:
     for check in ("driver", "container toolkit / runtime", "device plugin",
                   "kubelet registration", "GPU health (allocatable = capacity)", "GFD labels"):
         assert check in a100.passed
-    assert set(report.checks) <= set(ALL_CHECKS)
+    assert set(report.checks) <= {*default_plan().checks, *DAEMONSET_CHECKS}
 
 
 def test_check_chain_on_given_nodes_only() -> None:

@@ -11,7 +11,7 @@ import yaml
 
 from bot.snapshot import load_snapshot
 from handlers import doctor
-from handlers.chain.xid import _is_problem, xids_of
+from handlers.chain.stages.xid import _is_problem, xids_of
 from handlers.model import Diagnosis
 from handlers.view import Reader
 

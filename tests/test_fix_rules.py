@@ -12,7 +12,7 @@ import yaml
 
 from bot.snapshot import load_snapshot
 from handlers import doctor, why_pending
-from handlers.chain.hardware import hardware_faults
+from handlers.chain.faults import hardware_faults
 from handlers.model import Diagnosis, Finding
 from handlers.pending.fitsif import fewest_holders
 from handlers.view import Reader

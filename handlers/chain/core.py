@@ -15,7 +15,8 @@ from handlers.chain.daemonsets import (
     privilege_issue,
     runtimeclass_issue,
 )
-from handlers.chain.fixes import CRIT, Where, fix
+from handlers.chain.facts import ChainContext
+from handlers.chain.fixtext import Where
 from handlers.chain.inventory import (
     SCOPE_FRACTION,
     Inventory,
@@ -23,18 +24,19 @@ from handlers.chain.inventory import (
     device_plugin_nodes,
 )
 from handlers.chain.model import (
-    ALL_CHECKS,
     CHECK_POD_SECURITY,
     CHECK_PRIVILEGES,
     CHECK_RUNTIMECLASS,
-    CHECK_SHARING,
+    DAEMONSET_CHECKS,
     ChainReport,
     NodeChain,
 )
-from handlers.chain.node import ChainContext, NodeRun
 from handlers.chain.placement import selects, template_spec
 from handlers.chain.pods import IMAGE_PULL, pod_state
+from handlers.chain.runner import default_plan, run_node
 from handlers.chain.sharing import find_sharing_config
+from handlers.chain.stage import say
+from handlers.chain.stages.sharing import CHECK as CHECK_SHARING
 from handlers.gpu import (
     advertises_gpus,
     dra_component,
@@ -46,7 +48,7 @@ from handlers.gpu import (
 )
 from handlers.grouping import group_by_node
 from handlers.logpatterns import classify_log, last_lines
-from handlers.model import Finding, ObjectRef
+from handlers.model import Finding, ObjectRef, Severity
 from handlers.rollout import with_rollouts
 from handlers.view import Reader
 
@@ -130,7 +132,7 @@ def _merge_psa(ns: str, hits: list[tuple[Obj, DsIssue, list[str]]]) -> Finding:
     blocked = [ds_label(ds) for ds, i, _ in hits if i.severity == sev]
     summary = (f"{hits[0][1].mechanism} in namespace {ns} rejects GPU operator pods "
                f"({', '.join(blocked[:3])}{', ...' if len(blocked) > 3 else ''})."
-               if sev == CRIT else hits[0][1].summary)
+               if sev == Severity.CRITICAL else hits[0][1].summary)
     return Finding("POD_SECURITY_BLOCKS_OPERATOR", summary,
                    objects=(*hits[0][1].extra_objects, *(ds_ref(ds) for ds, _, _ in hits),
                             *node_refs(nodes)),
@@ -159,7 +161,7 @@ def _cluster_pods(ctx: ChainContext) -> list[Finding]:
             if comp == "operator" else ("cluster-helper" if code == "OPERATOR_IMAGE_PULL"
                                         else None)
         out.append(Finding(code, f"GPU operator component {comp} ({st.label}) is not ready.",
-                           objects=(st.ref,), evidence=tuple(ev), fix=fix(code, w),
+                           objects=(st.ref,), evidence=tuple(ev), fix=say(code, w).fix,
                            conditions=frozenset({cond} if cond else ())))
     return out
 
@@ -231,11 +233,10 @@ def check_chain(reader: Reader, nodes: list[Obj] | None = None) -> ChainReport:
         if nodes is not None and not is_chain_node(node, plugin_nodes):
             chains.append(NodeChain(name_of(node), [], [], _cpu_row(node)))
             continue
-        chain = NodeRun(ctx, node).run()
+        chain = run_node(ctx, node)
         chains.append(chain)
         findings += chain.findings
-    ds_checks = (CHECK_RUNTIMECLASS, CHECK_POD_SECURITY, CHECK_PRIVILEGES)
-    order = [c for c in ALL_CHECKS if c not in ds_checks or c in checks]
+    order = [*default_plan().checks, *(c for c in DAEMONSET_CHECKS if c in checks)]
     findings = group_by_node(with_rollouts(reader, findings), {name_of(n): n for n in scope})
     return ChainReport(chains, findings, order, ctx.unchecked)
 

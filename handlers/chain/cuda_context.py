@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from handlers.chain.pods import PodState
+from handlers.chain.stage import Draft
 from handlers.gpu import name_of, ns_of, operator_component, requests_gpu
 from handlers.knowledge import cuda
 from handlers.knowledge.logs import active
 
 if TYPE_CHECKING:
-    from handlers.chain.node import NodeRun
+    from handlers.chain.facts import NodeFacts
 
 Obj = dict[str, Any]
 INSUFFICIENT_ENTRY = "cuda-driver-insufficient"
@@ -152,7 +153,7 @@ def read_insufficient(
         "(nvidia-ctk runtime configure --runtime=containerd).")
 
 
-def node_driver(run: NodeRun) -> tuple[str, str] | None:
+def node_driver(run: NodeFacts) -> tuple[str, str] | None:
     """The node's driver version and where it was read: GFD labels, else the driver pod's
     image tag."""
     if run.where.driver:
@@ -165,12 +166,13 @@ def node_driver(run: NodeRun) -> tuple[str, str] | None:
     return None
 
 
-def apply(run: NodeRun, st: PodState, found: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Report the insufficient-driver lines of ``st`` as their context shows; return the
-    lines still to report as they are."""
+def apply(run: NodeFacts, st: PodState, found: list[tuple[str, str]]
+          ) -> tuple[list[tuple[str, str]], list[Draft]]:
+    """The insufficient-driver lines of ``st`` read in their context, and the lines still
+    to report as they are."""
     lines = [ln for c, ln in found if c == "CUDA_DRIVER_MISMATCH" and is_insufficient_line(ln)]
     if not lines:
-        return found
+        return found, []
     reader = run.ctx.reader
     rcs: list[Obj] | None = None
     listed = reader.list("RuntimeClass")
@@ -181,8 +183,8 @@ def apply(run: NodeRun, st: PodState, found: list[tuple[str, str]]) -> list[tupl
                                 node_cuda=run.where.cuda or None, siblings=siblings,
                                 runtime_classes=rcs)
     if reading is None:
-        return found
+        return found, []
     evidence = [f"pod {st.label} {ln}" for ln in lines[:2]] + reading.evidence
-    run.f.add(reading.code, reading.summary, objects=[run.ref, st.ref],
-              evidence=evidence, fix=reading.fix)
-    return [(c, ln) for c, ln in found if not (c == "CUDA_DRIVER_MISMATCH" and ln in lines)]
+    said = Draft(reading.code, reading.summary, reading.fix, (run.ref, st.ref), tuple(evidence))
+    return [(c, ln) for c, ln in found if not (c == "CUDA_DRIVER_MISMATCH" and ln in lines)], [
+        said]

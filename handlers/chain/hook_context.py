@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from handlers.chain.stage import Draft
 from handlers.gpu import NFD_PCI_NVIDIA, gpu_traits, labels
 
 if TYPE_CHECKING:
-    from handlers.chain.node import NodeRun
+    from handlers.chain.facts import NodeFacts
     from handlers.chain.pods import PodState
 
 CODE = "CONTAINER_RUNTIME_NOT_CONFIGURED"
@@ -62,16 +63,15 @@ def fix(node: str) -> str:
             f"(If {node} does have GPUs, its driver is what is missing: gpubot doctor {node}.)")
 
 
-def chain_reading(run: NodeRun, st: PodState,
-                  found: list[tuple[str, str]]) -> list[tuple[str, str]]:
+def chain_reading(run: NodeFacts, st: PodState, found: list[tuple[str, str]]
+                  ) -> tuple[list[tuple[str, str]], list[Draft]]:
     """A failing device-plugin pod's hook lines on a node that advertises no GPU and
     carries no GPU label: the runtime finding instead of the driver's; ``found`` without
     them. (The chain makes every finding on such a node a warning: it may be a GPU node
     nothing labels.)"""
     hook = [ln for c, ln in found if hook_driver_line(c, ln)]
     if not hook or not run.plugin_only:
-        return found
-    run.f.add(CODE, summary(run.name), objects=[run.ref, st.ref],
-              evidence=[*(f"pod {st.label} {ln}" for ln in hook[:2]), node_evidence(run.node)],
-              fix=fix(run.name))
-    return [(c, ln) for c, ln in found if not hook_driver_line(c, ln)]
+        return found, []
+    said = Draft(CODE, summary(run.name), fix(run.name), (run.ref, st.ref),
+                 (*(f"pod {st.label} {ln}" for ln in hook[:2]), node_evidence(run.node)))
+    return [(c, ln) for c, ln in found if not hook_driver_line(c, ln)], [said]

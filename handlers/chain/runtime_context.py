@@ -18,13 +18,13 @@ from handlers.gpu import name_of
 from handlers.knowledge.logs import active
 
 if TYPE_CHECKING:
-    from handlers.chain.node import NodeRun
+    from handlers.chain.facts import NodeFacts
 
 Obj = dict[str, Any]
 HINT_ENTRY = "plugin-runtime-hint"
 
 
-def _signature(run: NodeRun, pod: Obj, node: str) -> tuple[Any, ...] | None:
+def _signature(run: NodeFacts, pod: Obj, node: str) -> tuple[Any, ...] | None:
     spec = pod.get("spec") or {}
     n = run.ctx.reader.get("Node", node) if node != run.name else run.node
     if n is None:
@@ -34,7 +34,7 @@ def _signature(run: NodeRun, pod: Obj, node: str) -> tuple[Any, ...] | None:
     return images, spec.get("runtimeClassName"), runtime
 
 
-def twin(run: NodeRun, st: PodState) -> tuple[str, str] | None:
+def twin(run: NodeFacts, st: PodState) -> tuple[str, str] | None:
     """(node, pod) of a Ready plugin pod with the same images, RuntimeClass and container
     runtime on another node, or None."""
     mine = _signature(run, st.pod, run.name)
@@ -51,7 +51,7 @@ def twin(run: NodeRun, st: PodState) -> tuple[str, str] | None:
     return None
 
 
-def drop_hints(run: NodeRun, st: PodState, found: list[tuple[str, str]],
+def drop_hints(run: NodeFacts, st: PodState, found: list[tuple[str, str]],
                ) -> tuple[list[tuple[str, str]], list[str]]:
     """``found`` without the runtime hints when a twin node shows the runtime works, and
     the evidence that says so."""

@@ -11,9 +11,10 @@ status, logs: hard errors count at once, no age threshold), then its node's disc
 from __future__ import annotations
 
 from handlers.chain import check_chain
-from handlers.chain.fixes import Where, fix, summary
+from handlers.chain.fixtext import Where
 from handlers.chain.inventory import admission_failed
 from handlers.chain.pods import CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, pod_state
+from handlers.chain.stage import say
 from handlers.gpu import requests_gpu
 from handlers.logpatterns import classify_log
 from handlers.model import Finding, ObjectRef
@@ -94,11 +95,12 @@ def check(ctx: PendingContext) -> list[Finding]:
     where = Where(node_name or "<node>", pod=f"<device-plugin pod on {node_name or 'the node'}>")
     for code, lines in by_code.items():
         # The chain's words for the cause, about this pod and its node.
+        said = say(code, where)
         out.append(Finding(
-            code, f"The pod's own events, status or log show it: {summary(code, where)}",
+            code, f"The pod's own events, status or log show it: {said.summary}",
             (ref, node_ref) if node_name else (ref,), tuple(lines[:_MAX_EVIDENCE]),
-            fix(code, where) or (f"gpubot doctor {node_name}" if node_name else
-                                 f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}"),
+            said.fix or (f"gpubot doctor {node_name}" if node_name else
+                         f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}"),
             conditions=_OWN))
     # A pod that asked no GPU is not served by the node's GPU chain: its problem is its own.
     node = ctx.reader.get("Node", node_name) if node_name and requests_gpu(pod) else None

@@ -11,7 +11,8 @@ Three shapes are read (the Xid's meaning comes from knowledge/xid.yaml):
   (github.com/aws/eks-node-monitoring-agent).
 
 A hardware Xid (knowledge/xid.yaml ``hardware: true``) never suggests restarting the device
-plugin: the GPU_UNHEALTHY finding of the same node loses that action and says what helps.
+plugin: the GPU_UNHEALTHY finding of the same node loses that action and says what helps
+(an explicit amendment of the health stage's finding).
 Node events are read only for nodes that already show a GPU symptom, so a large cluster
 costs no extra request per healthy node.
 """
@@ -19,12 +20,11 @@ costs no extra request per healthy node.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from handlers.chain.facts import NodeFacts
+from handlers.chain.stage import Amendment, Before, Draft, NoRestart, Note, Outcome, stage
 from handlers.knowledge.xid import XidInfo, severity_conditions, xid_info, xids_in
-
-if TYPE_CHECKING:
-    from handlers.chain.node import NodeRun
 
 _AKS = re.compile(r"XID error-codes found: ([\d, ]+)")
 _EKS = re.compile(r"NvidiaXID(\d+)(?:Error|Warning)")
@@ -92,7 +92,8 @@ def _fix(node: str, x: int, info: XidInfo | None) -> str:
             "workload; the GPU stays usable.")
 
 
-def check(run: NodeRun) -> None:
+@stage("xid", after=("health",))
+def xid(run: NodeFacts, before: Before) -> Outcome:
     node = run.node
     signals: list[tuple[list[int], str]] = []
     for c in (node.get("status") or {}).get("conditions") or []:
@@ -103,8 +104,8 @@ def check(run: NodeRun) -> None:
             signals.append((xids, f"node {run.name} condition {c.get('type')}="
                                   f"{c.get('status')} ({c.get('reason', '')}): "
                                   f"{c.get('message', '')}".rstrip(": ")))
-    unhealthy = run.f.get("GPU_UNHEALTHY")
-    symptom = bool(signals) or unhealthy is not None or run.f.has("GPU_NOT_ADVERTISED") or any(
+    unhealthy = before.has("GPU_UNHEALTHY")
+    symptom = bool(signals) or unhealthy or before.has("GPU_NOT_ADVERTISED") or any(
         run.alloc.get(r, 0.0) < c for r, c in run.cap.items())
     if symptom:
         for e in run.ctx.reader.events("Node", run.name):
@@ -112,33 +113,33 @@ def check(run: NodeRun) -> None:
             xids = xids_of(reason, msg)
             if xids:
                 signals.append((xids, f"node {run.name} event {reason}: {msg}".rstrip(": ")))
-    plugin_xids = [int(x) for line in (unhealthy.evidence if unhealthy else [])
+    plugin_xids = [int(x) for line in before.evidence("GPU_UNHEALTHY")
                    for x in _PLUGIN.findall(line)]
     api_xids = list(dict.fromkeys(x for xs, _ in signals for x in xs))
     infos = {x: xid_info(x) for x in dict.fromkeys(api_xids + plugin_xids)}
+    found: list[Draft] = []
     if api_xids:
         worst = min(api_xids, key=lambda x: _rank(infos[x]))
         winfo = infos[worst]
         hardware = any(i is not None and i.hardware for x, i in infos.items() if x in api_xids)
-        cond = frozenset({"needs-repair"}) if hardware else severity_conditions(winfo)
         what = (f"{winfo.name} ({'hardware; ' if winfo.hardware else ''}"
                 f"{_TODO[winfo.action]})" if winfo else "not in gpubot's Xid table")
         summary = f"Xid {', '.join(map(str, api_xids))} on {run.name}" + (
             f"; the worst, Xid {worst}: {what}." if len(api_xids) > 1 else f": {what}.")
         evidence = [line for _, line in signals[:_MAX_SIGNALS]]
         evidence += [_describe(x, infos[x]) for x in api_xids]
-        run.f.add("GPU_XID_ERRORS", summary, conditions=cond, objects=[run.ref],
-                  evidence=evidence,
-                  fix=_fix(run.name, worst, winfo))
+        found.append(Draft(
+            "GPU_XID_ERRORS", summary, _fix(run.name, worst, winfo), (run.ref,),
+            tuple(evidence),
+            conditions=frozenset({"needs-repair"}) if hardware else severity_conditions(winfo)))
     hw = [x for x, i in infos.items() if i is not None and i.hardware]
-    if unhealthy is not None and hw:
+    amend: list[Amendment] = []
+    if unhealthy and hw:
         # A restarted plugin re-checks the GPUs and may list a broken one as healthy again.
-        # (chain/hardware.py gives the repair fix for hardware Xids in the plugin's own log
+        # (chain/faults.py gives the repair fix for hardware Xids in the plugin's own log
         # lines; Xids seen only in the node's events and conditions get theirs here.)
-        if any(a[0] == "restart-device-plugin" for a in unhealthy.actions):
-            unhealthy.actions = [a for a in unhealthy.actions
-                                 if a[0] != "restart-device-plugin"]
+        if any(a[0] == "restart-device-plugin" for a in before.actions("GPU_UNHEALTHY")):
             worst_hw = min(hw, key=lambda x: _rank(infos[x]))
-            unhealthy.fix = _fix(run.name, worst_hw, infos[worst_hw])
-        unhealthy.evidence += [_describe(x, infos[x]) for x in hw
-                               if _describe(x, infos[x]) not in unhealthy.evidence]
+            amend.append(NoRestart("GPU_UNHEALTHY", _fix(run.name, worst_hw, infos[worst_hw])))
+        amend.append(Note("GPU_UNHEALTHY", tuple(_describe(x, infos[x]) for x in hw)))
+    return Outcome(tuple(found), tuple(amend))

@@ -1,0 +1,45 @@
+"""MIG config: the MIG manager applied the profile the node's ``nvidia.com/mig.config``
+label asks for (``nvidia.com/mig.config.state`` is not ``failed``)."""
+
+from __future__ import annotations
+
+from handlers.chain.facts import NodeFacts
+from handlers.chain.fixtext import Where, logs_cmd
+from handlers.chain.stage import Before, Outcome, Words, stage, words
+from handlers.gpu import MIG_CONFIG_STATE_LABEL, MIG_STRATEGY_LABEL
+from handlers.logpatterns import classify_log, last_lines
+
+CODE = "MIG_CONFIG_FAILED"
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
+
+
+@stage("mig", after=("operator", "registration"), check="MIG config")
+def mig(n: NodeFacts, before: Before) -> Outcome:
+    if n.lab.get(MIG_CONFIG_STATE_LABEL) != "failed":
+        failing_mgr = any(s.failing for s in n.comp.get("mig-manager", []))
+        return Outcome(passed=None if before.has(CODE) or failing_mgr else True)
+    ev = [f"{MIG_CONFIG_LABEL}={n.lab.get(MIG_CONFIG_LABEL, '<absent>')}",
+          f"{MIG_CONFIG_STATE_LABEL}=failed"]
+    if n.lab.get(MIG_STRATEGY_LABEL):
+        ev.append(f"{MIG_STRATEGY_LABEL}={n.lab[MIG_STRATEGY_LABEL]}")
+    mgr = n.comp.get("mig-manager", [])
+    st = mgr[0] if mgr else None
+    if st is not None:
+        text = n.ctx.reader.logs(st.namespace, st.name, None)
+        lines = [ln for c, ln in classify_log(text) if c == CODE]
+        ev += [f"pod {st.label} log: {ln}" for ln in (lines or last_lines(text, 4))[-4:]]
+    else:
+        ev.append("no nvidia-mig-manager pod runs on the node")
+    return Outcome((n.draft(CODE, ev, st=st, where=n.where_for(st, "nvidia-mig-manager")
+                            if st else None),))
+
+
+@words(CODE)
+def _failed(w: Where) -> Words:
+    return Words(
+        f"MIG reconfiguration failed on {w.node}.",
+        f"{logs_cmd(w, previous=False)}   # mig-manager's error\n"
+        f"Check the profile in nvidia.com/mig.config exists in the mig-parted config "
+        f"(kubectl -n {w.namespace} get cm default-mig-parted-config -o yaml) and fits the "
+        "GPU; stop GPU workloads on the node (MIG mode changes need idle GPUs), then apply it "
+        f"again: kubectl label node {w.node} nvidia.com/mig.config=<profile> --overwrite")

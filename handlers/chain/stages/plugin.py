@@ -1,0 +1,189 @@
+"""Device plugin: a plugin pod runs Ready on the node and registers its GPUs.
+
+No pod: no DaemonSet, or the rule that keeps it off the node (selector, affinity, taint),
+or why the DaemonSet creates none (Pod Security, RuntimeClass). A failing pod: its image
+cannot be pulled, it crash-loops (its log's known lines name the cause: CUDA, NVML, the
+runtime, privileges), or it hangs.
+"""
+
+from __future__ import annotations
+
+from handlers.chain import hook_context
+from handlers.chain.daemonsets import ds_label, event_message, managed_by_operator
+from handlers.chain.facts import NodeFacts, evidence_only, sourced
+from handlers.chain.fixtext import Where, logs_cmd, managed, policy_patch, why
+from handlers.chain.placement import exclusions, untolerated_taints
+from handlers.chain.pods import BLOCKED, CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, UNSCHEDULED
+from handlers.chain.runtime_context import drop_hints
+from handlers.chain.stage import Before, Draft, Outcome, Waiting, Words, say, stage, words
+from handlers.gpu import name_of, ns_of
+from handlers.model import ObjectRef
+
+_MAX_LOG_EVIDENCE = 4
+
+
+@stage("plugin", after=("toolkit",), check="device plugin")
+def plugin(n: NodeFacts, before: Before) -> Outcome:
+    if not n.plugins:
+        return Outcome((_missing(n),))
+    if n.plugin_ok:
+        return Outcome(passed=True)
+    out: list[Draft] = []
+    waiting: list[Waiting] = []
+    stuck: list[str] = []
+    for st in n.plugins:
+        if not st.failing and not n.hard_errors(st):
+            continue
+        kind = st.kind
+        w = n.waiting(st) if kind == BLOCKED else None
+        if kind == IMAGE_PULL:
+            out.append(n.image_pull(st, "DEVICE_PLUGIN_IMAGE_PULL"))
+        elif kind == UNSCHEDULED:
+            out.append(n.draft("DEVICE_PLUGIN_MISSING", st.state_evidence(), st=st))
+        elif w is not None:
+            waiting.append(w)
+        elif kind in (CRASHLOOP, CREATE_ERROR):
+            found, tail = n.logs(st)
+            found += [x for m in n.events(st) for x in sourced(m, "event")]
+            found, twin_ev = drop_hints(n, st, found)
+            causes = [ln for c, ln in found if not evidence_only(c)][:_MAX_LOG_EVIDENCE]
+            ev = st.state_evidence() + [f"pod {st.label} {ln}" for ln in causes] + twin_ev
+            out.append(n.draft("DEVICE_PLUGIN_CRASHLOOP", ev + ([] if causes else tail), st=st))
+            found, runtime = hook_context.chain_reading(n, st, found)
+            out += runtime
+            out += n.log_drafts(st, found)[0]
+        else:
+            msgs = n.events(st) if kind == CREATING else []
+            found = [x for m in msgs for x in sourced(m, "event")]
+            if not found:
+                found += n.logs(st)[0]
+            drafts, codes = n.log_drafts(st, found)
+            out += drafts
+            if not codes:
+                stuck = [*st.state_evidence(), *[f"event: {m}" for m in msgs]]
+    return Outcome(tuple(out), waiting=tuple(waiting), stuck=tuple(stuck))
+
+
+def _missing(run: NodeFacts) -> Draft:
+    """Why the node has no device-plugin pod: no DaemonSet, or which rule keeps it off."""
+    inv = run.ctx.inv
+    ev: list[str] = []
+    fix_text = ""
+    if not inv.plugin_daemonsets:
+        ev.append("no device-plugin DaemonSet in the cluster (none labelled, named or "
+                  "imaged as the NVIDIA plugin, GKE's, HAMi's or Volcano's, and none "
+                  "mounting /var/lib/kubelet/device-plugins)")
+        for cp in inv.cluster_policies:
+            dp = (cp.get("spec") or {}).get("devicePlugin") or {}
+            if dp.get("enabled") is False:
+                ev.append(f"clusterpolicy {name_of(cp)}: spec.devicePlugin.enabled=false")
+                fix_text = ("kubectl patch clusterpolicy " + name_of(cp) + " --type merge "
+                            "-p '{\"spec\":{\"devicePlugin\":{\"enabled\":true}}}'")
+        fix_text = fix_text or (
+            "Install the device plugin: helm upgrade -i nvdp nvidia/nvidia-device-plugin "
+            "-n nvidia-device-plugin --create-namespace (or the GPU operator), or kubectl "
+            "apply -f https://raw.githubusercontent.com/NVIDIA/k8s-device-plugin/v0.17.1/"
+            "deployments/static/nvidia-device-plugin.yml")
+    objects: list[ObjectRef] = []
+    for ds in inv.plugin_daemonsets:
+        objects.append(ObjectRef("DaemonSet", name_of(ds), ns_of(ds)))
+        excl = exclusions(ds, run.node)
+        if excl:
+            ev += [f"daemonset {ds_label(ds)}: {e}" for e in excl]
+            if fix_text:
+                continue
+            taints = untolerated_taints(ds, run.node)
+            if taints:
+                t = taints[0]
+                tol = (f"- key: {t.get('key')}\n  operator: Exists\n  effect: "
+                       f"{t.get('effect')}")
+                if managed_by_operator(ds):
+                    fix_text = ("Add the toleration to the ClusterPolicy (the operator "
+                                "copies it to its DaemonSets):\nspec:\n  daemonsets:\n"
+                                "    tolerations:\n    " + tol.replace("\n", "\n    "))
+                else:
+                    fix_text = (f"kubectl -n {ns_of(ds)} patch ds {name_of(ds)} --type=json "
+                                "-p '[{\"op\":\"add\",\"path\":\"/spec/template/spec/"
+                                "tolerations/-\",\"value\":{\"key\":\"" + str(t.get("key"))
+                                + "\",\"operator\":\"Exists\",\"effect\":\""
+                                + str(t.get("effect")) + "\"}}]'\n(tolerations:\n" + tol
+                                + ")")
+            else:
+                sel = ((ds.get("spec") or {}).get("template") or {}).get("spec", {}).get(
+                    "nodeSelector") or {}
+                pairs = " ".join(f"{k}={v}" for k, v in sel.items()
+                                 if run.lab.get(k) != str(v))
+                if pairs:
+                    fix_text = f"kubectl label node {run.name} {pairs} --overwrite"
+                    if managed_by_operator(ds):
+                        fix_text += ("\n(the GPU operator sets nvidia.com/gpu.deploy.* "
+                                     "labels on nodes with an NVIDIA PCI device; a value "
+                                     "of false disables the component on purpose)")
+                else:
+                    fix_text = (f"kubectl -n {ns_of(ds)} edit ds {name_of(ds)}   # make "
+                                "spec.template.spec.affinity match the node's labels")
+            continue
+        st = ds.get("status") or {}
+        ev.append(f"daemonset {ds_label(ds)} selects this node but has no pod on it "
+                  f"(desired {st.get('desiredNumberScheduled', '?')}, current "
+                  f"{st.get('currentNumberScheduled', '?')}, ready "
+                  f"{st.get('numberReady', '?')})")
+        issues = run.ctx.ds_issues.get((ns_of(ds), name_of(ds)), [])
+        for issue in issues:
+            ev.append(f"cause: {issue.code}: {issue.evidence[0]}")
+            fix_text = fix_text or issue.fix
+        failed = [e for e in run.ctx.reader.events("DaemonSet", name_of(ds), ns_of(ds))
+                  if e.get("reason") == "FailedCreate"]
+        if failed and not issues:
+            ev.append(f"daemonset {ds_label(ds)} FailedCreate: {event_message(failed[-1])}")
+        fix_text = fix_text or (f"kubectl -n {ns_of(ds)} describe ds {name_of(ds)}   # "
+                                "events say why the pod is not created")
+    said = say("DEVICE_PLUGIN_MISSING", run.where)
+    return Draft("DEVICE_PLUGIN_MISSING", said.summary, fix_text, (run.ref, *objects), tuple(ev))
+
+
+@words("DEVICE_PLUGIN_MISSING")
+def _missing_words(w: Where) -> Words:
+    return Words(f"No device-plugin pod runs on {w.node}.")
+
+
+@words("DEVICE_PLUGIN_CRASHLOOP")
+def _crashloop(w: Where) -> Words:
+    return Words(
+        f"The device plugin on {w.node} keeps crashing.",
+        f"{logs_cmd(w)}\n"
+        "Fix the cause its log shows (the other findings on this node), then restart it: "
+        f"kubectl -n {w.namespace} delete pod {w.pod}")
+
+
+@words("DEVICE_PLUGIN_IMAGE_PULL")
+def _image_pull(w: Where) -> Words:
+    img = w.setup.plugin_image if w.setup else ""
+    tag = img.rsplit(":", 1)[1] if ":" in img.rsplit("/", 1)[-1] else ""
+    where = (f"the image the running plugin pods use ({img})" if img else
+             "a published tag (https://github.com/NVIDIA/k8s-device-plugin/releases)")
+    if managed(w, "plugin"):
+        how = (f"Set the device plugin to {where} through the GPU operator, "
+               + policy_patch(w, "devicePlugin", tag or "<published tag>")
+               + "; for a private registry set spec.devicePlugin.repository and "
+               "imagePullSecrets.")
+    else:
+        how = (f"Point the DaemonSet at {where} (kubectl -n {w.namespace} set image "
+               f"daemonset/<plugin daemonset> <container>={img or '<image:tag>'}) and add "
+               "imagePullSecrets for a private registry" + (f" ({why(w, 'plugin')})"
+                                                            if why(w, "plugin") else "") + ".")
+    return Words(f"The device-plugin image cannot be pulled on {w.node}.",
+                 f"kubectl -n {w.namespace} describe pod {w.pod}   # the registry's answer\n"
+                 + how)
+
+
+@words("DEVICE_PLUGIN_NOT_PRIVILEGED")
+def _not_privileged(w: Where) -> Words:
+    return Words(
+        f"The device plugin on {w.node} cannot create its socket in /var/lib/kubelet/"
+        "device-plugins.",
+        "Mount the kubelet's device-plugin directory into the plugin as root:\n"
+        "        volumeMounts:\n        - name: device-plugin\n"
+        "          mountPath: /var/lib/kubelet/device-plugins\n"
+        "      volumes:\n      - name: device-plugin\n        hostPath:\n"
+        "          path: /var/lib/kubelet/device-plugins")

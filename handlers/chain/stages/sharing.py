@@ -1,0 +1,95 @@
+"""Time-slicing config: the sharing config a node asks for (label
+``nvidia.com/device-plugin.config``, or the ClusterPolicy's default) exists in the plugin's
+ConfigMap, parses, and the plugin applied it (``nvidia.com/gpu.replicas``, capacity = GPUs x
+replicas). The ConfigMap itself is read once for the cluster (``handlers/chain/sharing.py``).
+"""
+
+from __future__ import annotations
+
+from handlers.chain.facts import NodeFacts
+from handlers.chain.fixtext import Where, logs_cmd
+from handlers.chain.sharing import REPLICAS_LABEL, replicas_of
+from handlers.chain.stage import Before, Draft, Outcome, Retell, Words, stage, words
+from handlers.gpu import DEVICE_PLUGIN_CONFIG_LABEL, expected_gpu_count
+from handlers.model import ObjectRef
+
+CODE = "TIMESLICING_CONFIG_INVALID"
+CHECK = "time-slicing config"
+
+
+@stage("sharing", after=("plugin", "registration"), check=CHECK)
+def sharing(n: NodeFacts, before: Before) -> Outcome:
+    cfg = n.ctx.sharing
+    if cfg is None:
+        return Outcome(passed=True)
+    if cfg.configmap is None:
+        return Outcome()  # reported once for the cluster (configmap missing), or not checked
+    key, why = cfg.key_for(n.lab)
+    if key is None:
+        return Outcome(passed=True)
+    cm_ref = ObjectRef("ConfigMap", cfg.name, cfg.namespace)
+    keys = sorted(list(cfg.entries) + list(cfg.errors))
+    fix_base = (f"kubectl get node {n.name} -L {DEVICE_PLUGIN_CONFIG_LABEL},{REPLICAS_LABEL}"
+                f"\nkubectl -n {cfg.namespace} get configmap {cfg.name} -o yaml")
+    if key not in cfg.entries and key not in cfg.errors:
+        if why == "label":
+            fix = (f"kubectl label node {n.name} {DEVICE_PLUGIN_CONFIG_LABEL}="
+                   f"{keys[0] if keys else '<key>'} --overwrite   # a key of configmap "
+                   f"{cfg.label}: {', '.join(keys)}\n" + fix_base)
+        else:
+            fix = (f"Add key {key!r} to configmap {cfg.label} or fix the default in "
+                   f"{cfg.source}\n" + fix_base)
+        src = (f"{DEVICE_PLUGIN_CONFIG_LABEL}={key}" if why == "label"
+               else f"default config {key!r} ({cfg.source})")
+        summary = (f"{n.name} asks for sharing config {key!r}, which configmap "
+                   f"{cfg.label} does not have.")
+        return _precise(Draft(CODE, summary, fix, (n.ref, cm_ref), (
+            src, f"configmap {cfg.label} keys: {', '.join(keys) or 'none'}", cfg.source)))
+    if key in cfg.errors:
+        summary = f"The sharing config {key!r} that {n.name} uses does not parse."
+        fix = (f"kubectl -n {cfg.namespace} edit configmap {cfg.name}   # fix key {key}, then "
+               "restart the plugin\n" + fix_base)
+        return _precise(Draft(CODE, summary, fix, (n.ref, cm_ref), (
+            f"configmap {cfg.label} key {key}: {cfg.errors[key]}",
+            f"{n.name} uses key {key} ({why})")))
+    if not n.plugin_ok:
+        return Outcome()  # the plugin is down: it applied nothing, and its own finding says why
+    plugin = n.plugins[0] if n.plugins else None
+    ns, pod = (plugin.namespace, plugin.name) if plugin else (cfg.namespace,
+                                                               "<device-plugin pod>")
+    label_replicas = n.lab.get(REPLICAS_LABEL)
+    physical = expected_gpu_count(n.node)
+    for r in replicas_of(cfg.entries[key]):
+        ev: list[str] = []
+        cap = n.cap.get(r.resource)
+        if label_replicas != str(r.replicas):
+            ev.append(f"{REPLICAS_LABEL}=" + (label_replicas or "<absent>")
+                      + f" (config {key!r} sets replicas: {r.replicas})")
+        if physical and (cap or 0) != physical * r.replicas:
+            ev.append(f"capacity {r.resource}: " + (f"{cap:g}" if cap is not None else "absent")
+                      + f" (expected {physical * r.replicas} = {physical} GPUs x "
+                      f"{r.replicas})")
+        if ev:
+            ev.insert(0, f"configmap {cfg.label} key {key} ({why}): {r.strategy} "
+                         f"{r.resource.replace('.shared', '')} replicas {r.replicas}")
+            fix = (f"kubectl -n {ns} delete pod {pod}   # the plugin reloads its config when it "
+                   "starts\n" + fix_base)
+            return Outcome((Draft(
+                CODE, f"Time-slicing for {n.name} is configured but not applied.", fix,
+                (n.ref, cm_ref), tuple(ev), (("restart-device-plugin", n.name),),
+                frozenset({"not-applied"})),))
+    return Outcome(passed=True)
+
+
+def _precise(d: Draft) -> Outcome:
+    """The config's own words say more than a plugin log line's generic "invalid config"
+    finding of the same code, which they replace."""
+    return Outcome((d,), (Retell(CODE, d.summary, d.fix),))
+
+
+@words(CODE)
+def _invalid(w: Where) -> Words:
+    return Words(f"The GPU sharing config for {w.node} is invalid.",
+                 f"{logs_cmd(w, previous=False)}\n"
+                 f"kubectl get node {w.node} -L nvidia.com/device-plugin.config,"
+                 "nvidia.com/gpu.replicas")

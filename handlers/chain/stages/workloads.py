@@ -1,0 +1,84 @@
+"""GPU workloads on the node: their own CUDA/NVML errors (termination messages, logs) prove
+what the driver or runtime gives containers, when the plugin itself runs fine.
+
+"CUDA driver version is insufficient" is read against the node's driver and runtime
+(``handlers/chain/cuda_context.py``): too old a driver, or no driver injected at all.
+"""
+
+from __future__ import annotations
+
+from handlers.chain import cuda_context
+from handlers.chain.facts import UPSTREAM, NodeFacts, sourced
+from handlers.chain.fixtext import CUDA_COMPAT, Where, managed, policy_patch, unknown, why
+from handlers.chain.pods import pod_state
+from handlers.chain.stage import Before, Draft, Outcome, Words, stage, words
+
+_MAX_WORKLOAD_LOGS = 2
+_PROVEN = ("CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED")
+
+
+@stage("workloads", after=("health",), check="GPU workload errors (CUDA/NVML)")
+def workloads(n: NodeFacts, before: Before) -> Outcome:
+    out: list[Draft] = []
+    read = 0
+    reread = False
+    for pod in n.ctx.inv.failing_gpu_workloads.get(n.name, [])[:20]:
+        st = pod_state(pod, n.ctx.now)
+        found = [x for m in st.messages() for x in sourced(m, "status message")]
+        if not found and read < _MAX_WORKLOAD_LOGS and st.log_containers():
+            read += 1
+            found, _ = n.logs(st)
+        found = [(c, ln) for c, ln in found if c in UPSTREAM]
+        kept, readings = cuda_context.apply(n, st, found)
+        out += readings
+        # A CUDA error re-read as the runtime is still a failing workload.
+        reread = reread or len(kept) < len(found)
+        out += n.log_drafts(st, kept)[0]
+    return Outcome(tuple(out), passed=not reread and not before.has(*_PROVEN)
+                   and all(d.code not in _PROVEN for d in out))
+
+
+@words("CUDA_DRIVER_MISMATCH")
+def _cuda(w: Where) -> Words:
+    return Words(f"A container needs a newer CUDA than the driver on {w.node} supports"
+                 + (f" (driver {w.driver}, CUDA {w.cuda})." if w.driver else "."),
+                 _cuda_fix(w))
+
+
+@words("NVML_INIT_FAILED")
+def _nvml(w: Where) -> Words:
+    return Words(
+        f"NVML cannot be initialised in GPU containers on {w.node}.",
+        "Run the container with the NVIDIA runtime (runtimeClassName: nvidia, or nvidia as "
+        "the default runtime) so libnvidia-ml.so.1 is injected, and check the host "
+        f"driver: kubectl debug node/{w.node} -it --image=ubuntu -- chroot /host nvidia-smi\n"
+        "'Failed to initialize NVML: Unknown Error' after `systemctl daemon-reload`: "
+        f"restart the pod (kubectl -n {w.namespace} delete pod {w.pod}) and switch the "
+        "toolkit to CDI or SystemdCgroup = true.")
+
+
+def _cuda_fix(w: Where) -> str:
+    """Options that work here: the image, a node with a newer driver that exists, the
+    driver upgrade through whoever manages the driver."""
+    want = w.cuda or "<node CUDA>"
+    now = f" {w.driver}" if w.driver else ""
+    out = [f"Use an image built for CUDA <= {want} (the newest the node's driver{now} "
+           "supports)."]
+    newer = w.setup.newer if w.setup else None
+    if newer is not None:
+        out.append(f"Or keep the pod on nodes with a newer driver, as {newer.node} has "
+                   f"({newer.driver}" + (f", CUDA {newer.cuda}" if newer.cuda else "") + "):\n"
+                   f"nodeSelector:\n  nvidia.com/cuda.driver.major: \"{newer.major}\"")
+    target = newer.driver if newer is not None else "<a branch that supports the image's CUDA>"
+    if unknown(w, "driver"):
+        out.append(f"Or upgrade the driver on {w.node} to {target} ({why(w, 'driver')}): if "
+                   "the GPU operator installs it, " + policy_patch(w, "driver", target)
+                   + f"; if it is installed on the host, upgrade it there ({CUDA_COMPAT})")
+    elif managed(w, "driver"):
+        out.append("Or upgrade the driver through the GPU operator, "
+                   + policy_patch(w, "driver", target)
+                   + ("" if newer else f" (versions: {CUDA_COMPAT})"))
+    else:
+        out.append(f"Or upgrade the host driver on {w.node} to {target} ({why(w, 'driver')}; "
+                   f"CUDA support per driver: {CUDA_COMPAT})")
+    return "\n".join(out)
