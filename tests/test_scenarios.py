@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from bot.snapshot import load_snapshot
-from handlers import doctor, nodes, pending_all, quota, why_pending
 from handlers.codes import CODES
 from handlers.model import Diagnosis
+from handlers.registry import COMMANDS
 from handlers.view import ClusterView, Reader
 from tests.scenarios import Scenario, load_scenarios
 
@@ -20,17 +20,9 @@ def run_scenario(s: Scenario) -> Diagnosis:
 
 def run_on(s: Scenario, view: ClusterView) -> Diagnosis:
     """The scenario's command on any view: a snapshot, or the live fake API server."""
-    reader = Reader(view)
-    if s.command == "why-pending":
-        assert s.target, f"{s.name}: why-pending needs a target"
-        return why_pending.run(reader, s.target, s.namespace)
-    if s.command == "doctor":
-        return doctor.run(reader, s.node)
-    if s.command == "pending":
-        return pending_all.run(reader, s.namespace)
-    if s.command == "quota":
-        return quota.run(reader, s.namespace)
-    return nodes.run(reader)
+    spec = COMMANDS[s.command]
+    assert spec.run is not None, f"{s.name}: {s.command} runs no diagnosis"
+    return spec.run(Reader(view), spec.bind(s.given))
 
 
 def assert_root_and_fits(s: Scenario, diag: Diagnosis) -> None:
