@@ -18,15 +18,14 @@ from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
 from bot.durations import parse_duration
 from bot.progress import Progress
-from bot.render import render_json, render_text, render_yaml
 from bot.version import version
 from handlers.errors import GpubotError, TargetNotFound
-from handlers.model import Diagnosis, Severity
 from handlers.registry import COMMANDS, CommandSpec, ParamConflict
 from handlers.view import ClusterView, Reader, ViewError
 
 if TYPE_CHECKING:
     from bot.metrics.prometheus import PrometheusMetrics
+    from handlers.model import Diagnosis
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_FINDINGS = 0, 1, 2, 3
 OUTPUTS = ("text", "wide", "json", "yaml")
@@ -214,6 +213,8 @@ def failed_on(diag: Diagnosis, threshold: str | None) -> bool:
     """A finding at ``threshold`` severity or worse (``--fail-on``)."""
     if not threshold:
         return False
+    from handlers.model import Severity
+
     worst = Severity(threshold).rank
     return any(f.severity.rank <= worst for f in diag.findings)
 
@@ -274,6 +275,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         diag.unchecked.append(f"not read: {problem}")
     if params.png and not _write_chart(diag, params.png, err):
         return EXIT_NOT_FOUND
+    # jinja2 is a noticeable part of a start: --version, completion and serve need none.
+    from bot.render import render_json, render_text, render_yaml
+
     if args.output == "json":
         out.write(render_json(diag, source=source) + "\n")
     elif args.output == "yaml":
