@@ -488,6 +488,7 @@ def warm_child(a: argparse.Namespace) -> int:
     from bot.live import open_live_view
     from bot.render import render_json
     from handlers import why_pending
+    from handlers.target import parse_target
     from handlers.view import Reader
 
     log = RequestLogFile(Path(a.request_log))
@@ -542,7 +543,7 @@ def warm_child(a: argparse.Namespace) -> int:
                 prof.enable()
             t = time.perf_counter()
             with view.reading():  # as the bot's diagnoses do
-                diag = why_pending.run(Reader(view), a.target)
+                diag = why_pending.run(Reader(view), parse_target(a.target))
             times.append((time.perf_counter() - t) * 1000)
         gc.callbacks.remove(on_gc)
         if prof is not None:
@@ -608,6 +609,7 @@ def new_pod_first(view: Any, a: argparse.Namespace) -> dict[str, Any] | None:
     import kubernetes
 
     from handlers import why_pending
+    from handlers.target import parse_target
     from handlers.view import Reader
 
     ns, _, name = a.target.rpartition("/")
@@ -634,7 +636,7 @@ def new_pod_first(view: Any, a: argparse.Namespace) -> dict[str, Any] | None:
             time.sleep(0.05)
         t = time.perf_counter()
         with view.reading():
-            why_pending.run(Reader(view), f"{ns}/{new}")
+            why_pending.run(Reader(view), parse_target(f"{ns}/{new}"))
         return {"pod": f"{ns}/{new}", "ms": (time.perf_counter() - t) * 1000}
     finally:
         api.delete_namespaced_pod(new, ns, grace_period_seconds=0,
@@ -651,6 +653,7 @@ def card_split(view: Any, target: str, runs: int) -> dict[str, list[float]]:
     from bot.slack.commands import parse
     from bot.slack.config import Settings
     from handlers import why_pending
+    from handlers.target import parse_target
     from handlers.view import Reader
     from tests.fake_slack import FakeSlack
 
@@ -666,7 +669,7 @@ def card_split(view: Any, target: str, runs: int) -> dict[str, list[float]]:
                 req = Request("U0BENCH", "C0BENCH", "bench", slack.response_url(f"r{i}"),
                               time.monotonic())
                 t0 = time.perf_counter()
-                diag = why_pending.run(Reader(view), target)
+                diag = why_pending.run(Reader(view), parse_target(target))
                 t1 = time.perf_counter()
                 rendered = bot.render(cmd, diag, req)
                 t2 = time.perf_counter()
@@ -687,6 +690,7 @@ def churn_run(view: Any, cache: Any, a: argparse.Namespace) -> dict[str, Any]:
     the process's RSS every ten; the drift is measured from the end of the first minute
     (when the cache has seen a round of every node's heartbeats) to the end."""
     from handlers import why_pending
+    from handlers.target import parse_target
     from handlers.view import Reader
 
     os.kill(a.fake_pid, signal.SIGUSR1)
@@ -701,7 +705,7 @@ def churn_run(view: Any, cache: Any, a: argparse.Namespace) -> dict[str, Any]:
         while (elapsed := time.monotonic() - start) < a.churn_seconds:
             t, c = time.perf_counter(), time.thread_time()
             with view.reading():  # as the bot's diagnoses do
-                why_pending.run(Reader(view), a.target)
+                why_pending.run(Reader(view), parse_target(a.target))
             times.append((time.perf_counter() - t) * 1000)
             cpu.append((time.thread_time() - c) * 1000)
             if elapsed >= next_rss:

@@ -13,19 +13,19 @@ import contextlib
 import gc
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
 from bot.durations import parse_duration
 from bot.progress import Progress
-from bot.render import render_json, render_text, render_yaml
 from bot.version import version
 from handlers.errors import GpubotError, TargetNotFound
-from handlers.model import Diagnosis, Severity
+from handlers.registry import COMMANDS, CommandSpec, ParamConflict
 from handlers.view import ClusterView, Reader, ViewError
 
 if TYPE_CHECKING:
     from bot.metrics.prometheus import PrometheusMetrics
+    from handlers.model import Diagnosis
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_FINDINGS = 0, 1, 2, 3
 OUTPUTS = ("text", "wide", "json", "yaml")
@@ -143,23 +143,13 @@ def build_parser() -> _Parser:
         parser.commands[name] = p
         return p
 
-    p = command("why-pending", "root cause of a pending GPU pod or workload")
-    p.add_argument("target", metavar="TARGET",
-                   help="POD, NS/POD, or KIND/NAME (deployment, statefulset, job, replicaset)")
-    p = command("doctor", "GPU discovery chain per node: driver, plugin, runtime")
-    p.add_argument("node", metavar="NODE", nargs="?", help="one node (default: every GPU node)")
-    p = command("nodes", "GPU ledger per node and per GPU model")
-    p.add_argument("--png", metavar="FILE",
-                   help="also write the supply-and-demand chart per GPU model as a PNG")
-    p = command("pending", "every pending GPU workload with its root cause")
-    _all_namespaces(p)
-    p.add_argument("-l", "--selector", metavar="SELECTOR",
-                   help="only pods matching this label selector (app=train,tier!=web)")
-    p.add_argument("--limit", type=int, default=50, metavar="N",
-                   help="diagnose at most N workloads (default 50)")
-    p = command("quota", "GPU quota used/hard per namespace, with the holders")
-    p.add_argument("ns_arg", metavar="NS", nargs="?", help="one namespace (as -n NS)")
-    _all_namespaces(p)
+    for spec in COMMANDS.values():
+        if spec.run is None:  # help is Slack's: the CLI has --help
+            continue
+        p = command(spec.name, spec.cli_summary or spec.summary)
+        for param in spec.params:
+            if param.cli:
+                param.add_to(p, described=True)
     p = command("completion", "shell completion script: gpubot completion bash|zsh|fish",
                 flags=False)
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
@@ -173,11 +163,6 @@ def build_parser() -> _Parser:
         if action.dest in ("snapshot", "kubeconfig", "context"):
             action.default = argparse.SUPPRESS
     return parser
-
-
-def _all_namespaces(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-A", "--all-namespaces", action="store_true",
-                   help="every namespace (the default)")
 
 
 def open_view(args: argparse.Namespace, err: TextIO, progress: Progress,
@@ -203,65 +188,18 @@ class _Usage(GpubotError):
     pass
 
 
-def _scope(args: argparse.Namespace) -> str | None:
-    """The namespace pending or quota reads (None: all): -n NS (or quota's NS), else all.
-    They are overviews, so unlike kubectl get they do not narrow to the context's
-    namespace; -A is accepted for the habit."""
-    given = args.namespace
-    positional = getattr(args, "ns_arg", None)
-    if positional and given and positional != given:
-        raise _Usage(f"two namespaces given ({positional}, -n {given}): give one")
-    given = given or positional
-    if given and args.all_namespaces:
-        raise _Usage("give a namespace (-n) or -A, not both")
-    return given or None
-
-
-def _target_namespace(args: argparse.Namespace, view: ClusterView) -> str | None:
-    """-n, else the context's namespace unless TARGET names its own (NS/POD)."""
-    from handlers.why_pending import UsageError, parse_target
-
-    if args.namespace:
-        return str(args.namespace)
-    context_ns = getattr(view, "context_namespace", None)
-    if context_ns:
-        try:
-            parse_target(args.target, context_ns)
-        except UsageError:  # TARGET names another namespace: it wins, as in kubectl
-            return None
-    return context_ns
-
-
-def _metrics(args: argparse.Namespace, environ: Mapping[str, str]
+def _metrics(spec: CommandSpec, args: argparse.Namespace, environ: Mapping[str, str]
              ) -> PrometheusMetrics | None:
-    from bot.metrics import METRIC_COMMANDS
+    if not spec.metrics:
+        return None
     from bot.metrics.prometheus import prometheus_from_env
     from handlers.runtime.source import MetricsError
 
-    if args.command not in METRIC_COMMANDS:
-        return None
     try:
         return prometheus_from_env(args.prometheus or environ.get("GPUBOT_PROMETHEUS_URL"),
                                    environ)
     except MetricsError as e:
         raise _Usage(str(e)) from None
-
-
-def _diagnose(args: argparse.Namespace, view: ClusterView,
-              metrics: PrometheusMetrics | None = None) -> Diagnosis:
-    from handlers import doctor, nodes, pending_all, quota, why_pending
-
-    reader = Reader(view, metrics=metrics)
-    runners: dict[str, Callable[[], Diagnosis]] = {
-        "why-pending": lambda: why_pending.run(reader, args.target,
-                                               _target_namespace(args, view)),
-        "doctor": lambda: doctor.run(reader, args.node),
-        "nodes": lambda: nodes.run(reader),
-        "pending": lambda: pending_all.run(reader, _scope(args), limit=args.limit,
-                                           selector=args.selector),
-        "quota": lambda: quota.run(reader, _scope(args)),
-    }
-    return runners[args.command]()
 
 
 def use_color(choice: str, out: TextIO, environ: Mapping[str, str]) -> bool:
@@ -275,6 +213,8 @@ def failed_on(diag: Diagnosis, threshold: str | None) -> bool:
     """A finding at ``threshold`` severity or worse (``--fail-on``)."""
     if not threshold:
         return False
+    from handlers.model import Severity
+
     worst = Severity(threshold).rank
     return any(f.severity.rank <= worst for f in diag.findings)
 
@@ -298,24 +238,30 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         return EXIT_OK
     from handlers.knowledge.logs import LogPatternError, use_user_file
     from handlers.kube.selectors import SelectorError
-    from handlers.why_pending import UsageError
+    from handlers.target import UsageError
 
     try:
         use_user_file(args.log_patterns or environ.get("GPUBOT_LOG_PATTERNS_FILE") or None)
     except LogPatternError as e:
         err.write(f"gpubot: error: --log-patterns: {e}\n")
         return EXIT_USAGE
+    spec = COMMANDS[args.command]
     progress = Progress.on(err, enabled=args.output not in MACHINE_OUTPUTS, delay=PROGRESS_DELAY)
     try:
         with progress:
             view = open_view(args, err, progress, stdin)
-            metrics = _metrics(args, environ)
+            metrics = _metrics(spec, args, environ)
             try:
-                diag = _diagnose(args, view, metrics)
+                # The context's namespace is TARGET's default, as in kubectl; pending and
+                # quota are overviews and read every namespace unless -n.
+                params = spec.bind(vars(args),
+                                   context_namespace=getattr(view, "context_namespace", None))
+                assert spec.run is not None  # every subcommand but completion and serve has one
+                diag = spec.run(Reader(view, metrics=metrics), params)
             finally:
                 if metrics is not None:
                     metrics.close()
-    except (_Usage, UsageError, SelectorError) as e:
+    except (_Usage, ParamConflict, UsageError, SelectorError) as e:
         err.write(f"gpubot: error: {e}\n")
         return EXIT_USAGE
     except TargetNotFound as e:
@@ -327,8 +273,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     source = view.source
     for problem in getattr(view, "problems", []):
         diag.unchecked.append(f"not read: {problem}")
-    if getattr(args, "png", None) and not _write_chart(diag, args.png, err):
+    if params.png and not _write_chart(diag, params.png, err):
         return EXIT_NOT_FOUND
+    # jinja2 is a noticeable part of a start: --version, completion and serve need none.
+    from bot.render import render_json, render_text, render_yaml
+
     if args.output == "json":
         out.write(render_json(diag, source=source) + "\n")
     elif args.output == "yaml":

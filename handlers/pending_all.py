@@ -43,6 +43,7 @@ from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_labels, parse_label_selector
 from handlers.model import Diagnosis, Finding, Severity
 from handlers.queues import queue_rows
+from handlers.target import KIND_ALIASES, Target
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import ACTIVE_PODS, Obj, Reader
 
@@ -292,7 +293,7 @@ def _selected(w: PendingWorkload, selector: str | None) -> bool:
 
 # ------------------------------------------------------------------------------ diagnosis
 def _drilldown(w: PendingWorkload) -> str:
-    if w.kind == "Pod" or w.kind.lower() not in why_pending.KIND_ALIASES:
+    if w.kind == "Pod" or w.kind.lower() not in KIND_ALIASES:
         pod = sorted(w.pods, key=name_of)[0] if w.pods else None
         return f"gpubot why-pending {w.namespace}/{name_of(pod) if pod else w.name}"
     return f"gpubot why-pending {w.workload} -n {w.namespace}"
@@ -302,8 +303,8 @@ def diagnose(reader: Reader, w: PendingWorkload) -> Diagnosis:
     """why-pending for one representative of the workload."""
     if w.pods:
         pod = sorted(w.pods, key=name_of)[0]
-        return why_pending.run(reader, f"pod/{w.namespace}/{name_of(pod)}")
-    return why_pending.run(reader, f"{w.kind.lower()}/{w.namespace}/{w.name}")
+        return why_pending.run(reader, Target("Pod", name_of(pod), w.namespace))
+    return why_pending.run(reader, Target(w.kind, w.name, w.namespace))
 
 
 def root_cause(diag: Diagnosis) -> Finding | None:

@@ -27,6 +27,7 @@ from handlers.gpu import name_of, ns_of
 from handlers.kube.resources import pod_requests
 from handlers.pending.context import main_gpu_request, node_table
 from handlers.scheduler.nodeinfo import node_info
+from handlers.target import Target
 from handlers.view import Obj, Reader, ViewError
 
 # Each kind's verdicts take about three of a GPU node's kept conclusions
@@ -51,12 +52,12 @@ def warm(reader: Reader) -> Warmed:
         node_info(t.node, pods.get(t.name, []), t.name)
     pending = []
     for pod in pending_kinds(reader):
-        target = f"{ns_of(pod)}/{name_of(pod)}"
+        target = Target("Pod", name_of(pod), ns_of(pod))
         try:
             why_pending.run(Reader(reader.view), target)  # a Reader of its own, as the bot's
         except (GpubotError, ViewError):  # gone or unreadable since it was listed
             continue
-        pending.append(target)
+        pending.append(f"{target.namespace}/{target.name}")
     return Warmed(len(gpu), pending)
 
 

@@ -8,8 +8,11 @@ from typing import Any
 
 import yaml
 
+from handlers.registry import COMMANDS as REGISTRY
+
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
-COMMANDS = ("why-pending", "doctor", "nodes", "pending", "quota")
+# Every command that runs a diagnosis can have scenarios.
+COMMANDS = tuple(name for name, spec in REGISTRY.items() if spec.run is not None)
 
 
 @dataclass
@@ -29,6 +32,20 @@ class Scenario:
     has_root: bool = False
     fits_if: list[str] | None = None  # optional: the change kinds of fits_if, in order
     raw: dict[str, Any] = field(default_factory=dict)
+    # The command's parameters as a user types them (CommandSpec.bind takes them).
+    given: dict[str, Any] = field(default_factory=dict)
+
+
+def _given(command: str, data: dict[str, Any]) -> dict[str, Any]:
+    """`target:` is the command's first positional parameter (why-pending's TARGET,
+    doctor's NODE); any other key named like one of its parameters (namespace, node,
+    selector, limit) is that parameter."""
+    spec = REGISTRY[command]
+    given = {p.dest: data[p.dest] for p in spec.params if p.dest in data}
+    positional = next((p for p in spec.params if not p.flags), None)
+    if positional is not None and data.get("target") is not None:
+        given.setdefault(positional.dest, data["target"])
+    return given
 
 
 def load_scenarios() -> list[Scenario]:
@@ -38,13 +55,14 @@ def load_scenarios() -> list[Scenario]:
         command = data.get("command", "why-pending")
         if command not in COMMANDS:
             raise ValueError(f"{f}: unknown command {command!r}")
+        given = _given(command, data)
         out.append(Scenario(
             name=f.parent.name, path=f.parent, command=command,
             snapshot=(f.parent / data.get("snapshot", "cluster.yaml")).resolve(),
-            target=data.get("target"), namespace=data.get("namespace"),
-            node=data.get("node") or (data.get("target") if command == "doctor" else None),
+            target=data.get("target"), namespace=data.get("namespace"), node=given.get("node"),
             expect=list(data.get("expect") or []), forbid=list(data.get("forbid") or []),
             first=data.get("first"), root=data.get("root"), has_root="root" in data,
             fits_if=None if data.get("fits_if") is None else list(data["fits_if"]), raw=data,
+            given=given,
         ))
     return out

@@ -13,6 +13,7 @@ from bot.slack.blocks import Renderer, validate
 from bot.snapshot import load_snapshot
 from handlers import cel, dra, nodes, why_pending
 from handlers.dra import Device
+from handlers.target import parse_target
 from handlers.view import Reader, ViewError
 from tests.fake_kube import FakeKube
 
@@ -148,7 +149,7 @@ def test_dra_not_served_is_not_checked(tmp_path: Path) -> None:
         with pytest.raises(ViewError, match=r"serves none of resource\.k8s\.io"):
             view.list("ResourceClaim")
         reader = Reader(view)
-        d = why_pending.run(reader, "team-vision/sam2-eval-0")
+        d = why_pending.run(reader, parse_target("team-vision/sam2-eval-0"))
     assert "RESOURCE_CLAIM_UNSATISFIED" not in d.codes
     assert "GPU_NOT_REQUESTED" not in d.codes
     assert any("resource.k8s.io" in u for u in d.unchecked)
@@ -200,7 +201,7 @@ def test_claim_being_allocated_is_transient(tmp_path: Path) -> None:
                             "allocated.")
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump_all(docs))
-    d = why_pending.run(Reader(load_snapshot(path)), "team-vision/sam2-eval-0")
+    d = why_pending.run(Reader(load_snapshot(path)), parse_target("team-vision/sam2-eval-0"))
     (f,) = [f for f in d.findings if f.code == "RESOURCE_CLAIM_UNSATISFIED"]
     assert str(f.severity) == "info"
     assert any("is in the process of being allocated" in e for e in f.evidence)

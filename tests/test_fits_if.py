@@ -11,6 +11,7 @@ from bot.snapshot import load_snapshot
 from handlers import pending_all, why_pending
 from handlers.cards import CHANGES as KINDS
 from handlers.model import Diagnosis
+from handlers.target import parse_target
 from handlers.view import Reader
 from tests.test_fix_rules import _copy, _each
 
@@ -19,7 +20,7 @@ CORDONED = ROOT / "tests" / "scenarios" / "cordoned-gpu-nodes"
 
 
 def _why(path: Path, target: str, ns: str | None = None) -> Diagnosis:
-    return why_pending.run(Reader(load_snapshot(path)), target, ns)
+    return why_pending.run(Reader(load_snapshot(path)), parse_target(target, ns))
 
 
 def _cordoned_target() -> tuple[str, str | None]:
@@ -65,9 +66,9 @@ def test_fits_if_leaves_the_warm_caches_alone() -> None:
     from handlers.scheduler import nodeinfo
     target, ns = _cordoned_target()
     reader = Reader(load_snapshot(_snapshot_of(CORDONED)))
-    why_pending.run(reader, target, ns)
+    why_pending.run(reader, parse_target(target, ns))
     before = dict(nodeinfo._REMEMBERED)
-    why_pending.run(reader, target, ns)
+    why_pending.run(reader, parse_target(target, ns))
     assert all(nodeinfo._REMEMBERED.get(k) is v for k, v in before.items())
 
 

@@ -15,6 +15,7 @@ from handlers import doctor, why_pending
 from handlers.chain.faults import hardware_faults
 from handlers.model import Diagnosis, Finding
 from handlers.pending.fitsif import fewest_holders
+from handlers.target import parse_target
 from handlers.view import Reader
 
 ROOT = Path(__file__).parents[1]
@@ -125,7 +126,7 @@ def test_fewest_then_smallest_holders() -> None:
 
 def test_fragmentation_fix_names_the_node_and_the_pods_to_move() -> None:
     reader = Reader(load_snapshot(ROOT / "examples" / "gpu-fragmentation"))
-    d = why_pending.run(reader, "ml-team/llm-sft-5f8d7c6b9-wq2vx")
+    d = why_pending.run(reader, parse_target("ml-team/llm-sft-5f8d7c6b9-wq2vx"))
     fix = _one(d, "GPU_FRAGMENTATION").fix
     # Each node has a 4-GPU finetune and a 2-GPU notebook; moving the notebook is enough.
     assert "kubectl -n notebooks delete pod kf-notebook-ana-0" in fix
@@ -209,7 +210,8 @@ DEPLOY = SCENARIOS / "deployment-rollout-dropped-toleration" / "cluster.yaml"
 
 
 def test_a_deployment_rollout_is_rolled_back_when_the_old_template_fits() -> None:
-    d = why_pending.run(Reader(load_snapshot(DEPLOY)), "deployment/segformer", "cv-team")
+    d = why_pending.run(Reader(load_snapshot(DEPLOY)),
+                        parse_target("deployment/segformer", "cv-team"))
     f = _one(d, "TAINT_NOT_TOLERATED")
     assert f.fix.startswith("Roll back")
     assert "rollout undo deployment/segformer --to-revision=1" in f.fix
@@ -220,6 +222,7 @@ def test_no_rollback_when_the_old_template_would_not_fit_either(tmp_path: Path) 
     def same_old(rs: dict[str, Any]) -> None:
         rs["spec"]["template"]["spec"].pop("tolerations", None)
     path = _copy(DEPLOY, tmp_path, _each("ReplicaSet", same_old))
-    d = why_pending.run(Reader(load_snapshot(path)), "deployment/segformer", "cv-team")
+    d = why_pending.run(Reader(load_snapshot(path)),
+                        parse_target("deployment/segformer", "cv-team"))
     assert "rollout undo" not in _one(d, "TAINT_NOT_TOLERATED").fix
     assert all(c.change != "other" for c in d.fits_if)

@@ -8,6 +8,7 @@ import yaml
 
 from bot.snapshot import load_snapshot
 from handlers import why_pending
+from handlers.target import parse_target
 from handlers.view import Reader
 
 SNAPSHOT = Path(__file__).parent / "scenarios" / "kueue-workload-not-admitted" / "cluster.yaml"
@@ -19,7 +20,7 @@ def test_suspended_kueue_job_without_its_workload(tmp_path: Path) -> None:
                     and (o.get("involvedObject") or {}).get("kind") != "Workload"]
     path = tmp_path / "cluster.yaml"
     path.write_text(yaml.safe_dump(doc))
-    d = why_pending.run(Reader(load_snapshot(path)), "job/llama-lora", "team-a")
+    d = why_pending.run(Reader(load_snapshot(path)), parse_target("job/llama-lora", "team-a"))
     (f,) = [f for f in d.findings if f.code == "QUEUE_QUOTA_EXHAUSTED"]
     assert str(f.severity) == "warning"
     assert "no Workload found for it in team-a" in f.evidence
@@ -42,7 +43,7 @@ def _variant(tmp_path: Path, lq_spec: dict[str, str], message: str) -> Reader:
 
 def test_local_queue_stopped(tmp_path: Path) -> None:
     reader = _variant(tmp_path, {"stopPolicy": "Hold"}, "LocalQueue team-a-gpu is stopped")
-    d = why_pending.run(reader, "job/llama-lora", "team-a")
+    d = why_pending.run(reader, parse_target("job/llama-lora", "team-a"))
     (f,) = [f for f in d.findings if f.code == "QUEUE_QUOTA_EXHAUSTED"]
     assert "LocalQueue team-a-gpu" in f.summary and "stopped" in f.summary
     assert "kubectl patch -n team-a localqueue team-a-gpu" in f.fix
@@ -51,7 +52,7 @@ def test_local_queue_stopped(tmp_path: Path) -> None:
 
 def test_cluster_queue_missing(tmp_path: Path) -> None:
     reader = _variant(tmp_path, {"clusterQueue": "gone-cq"}, "ClusterQueue gone-cq doesn't exist")
-    d = why_pending.run(reader, "job/llama-lora", "team-a")
+    d = why_pending.run(reader, parse_target("job/llama-lora", "team-a"))
     (f,) = [f for f in d.findings if f.code == "QUEUE_QUOTA_EXHAUSTED"]
     assert f.summary.startswith("Kueue cannot admit workload job-llama-lora-2614a: "
                                 "ClusterQueue gone-cq does not exist")
@@ -60,7 +61,7 @@ def test_cluster_queue_missing(tmp_path: Path) -> None:
 
 def test_untolerated_flavor_shows_the_flavor_and_the_toleration() -> None:
     path = SNAPSHOT.parents[1] / "kueue-no-flavor-fits-taint" / "cluster.yaml"
-    d = why_pending.run(Reader(load_snapshot(path)), "job/llama-eval", "research")
+    d = why_pending.run(Reader(load_snapshot(path)), parse_target("job/llama-eval", "research"))
     (f,) = [f for f in d.findings if f.code == "QUEUE_QUOTA_EXHAUSTED"]
     assert ("ResourceFlavor h100-80gb: nodeLabels cloud.google.com/gke-accelerator="
             "nvidia-h100-80gb; nodeTaints nvidia.com/gpu=present:NoSchedule") in f.evidence

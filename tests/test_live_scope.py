@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 from bot.live import open_live_view
 from bot.snapshot import load_snapshot
 from handlers import why_pending
+from handlers.target import parse_target
 from handlers.view import Reader
 from tests.fake_kube import FakeKube
 
@@ -43,10 +44,10 @@ def _grown(tmp: Path, extra_cpu_nodes: int = 12) -> Path:
 
 def test_gpu_pod_reads_only_gpu_nodes_pods(tmp_path: Path) -> None:
     snap = _grown(tmp_path)
-    expected = why_pending.run(Reader(load_snapshot(snap)), "ml-team/train-0")
+    expected = why_pending.run(Reader(load_snapshot(snap)), parse_target("ml-team/train-0"))
     with FakeKube(snap) as fk:
         view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kc")), timeout=5)
-        got = why_pending.run(Reader(view), "ml-team/train-0")
+        got = why_pending.run(Reader(view), parse_target("ml-team/train-0"))
         pod_lists = [parse_qs(urlsplit(r.path).query) for r in fk.requests
                      if urlsplit(r.path).path == "/api/v1/pods"]
     assert "INSUFFICIENT_GPU" in got.codes
@@ -96,10 +97,10 @@ def test_required_pod_anti_affinity_reads_pods_off_the_gpu_nodes(tmp_path: Path)
                     "topologyKey": "topology.kubernetes.io/zone"}]}}
     snap = tmp_path / "anti.json"
     snap.write_text(json.dumps(doc))
-    expected = why_pending.run(Reader(load_snapshot(snap)), "ml-team/train-0")
+    expected = why_pending.run(Reader(load_snapshot(snap)), parse_target("ml-team/train-0"))
     with FakeKube(snap) as fk:
         view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kc")), timeout=5)
-        got = why_pending.run(Reader(view), "ml-team/train-0")
+        got = why_pending.run(Reader(view), parse_target("ml-team/train-0"))
     assert "POD_AFFINITY_MISMATCH" in expected.codes
     assert "INSUFFICIENT_GPU" not in expected.codes
     assert got.codes == expected.codes

@@ -12,6 +12,7 @@ from handlers.knowledge.xid import xid_info
 from handlers.model import Diagnosis, Severity
 from handlers.runtime.labels import node_of, pod_of
 from handlers.runtime.source import Sample
+from handlers.target import parse_target
 from handlers.view import Reader
 from tests.fake_prometheus import FakeMetrics
 
@@ -25,7 +26,8 @@ def _util(value: float, **labels: str) -> Sample:
 
 
 def _why(metrics: FakeMetrics | None) -> Diagnosis:
-    return why_pending.run(Reader(load_snapshot(str(HELD)), metrics=metrics), "ml-team/train-0")
+    return why_pending.run(Reader(load_snapshot(str(HELD)), metrics=metrics),
+                           parse_target("ml-team/train-0"))
 
 
 def _one(diag: Diagnosis, code: str):  # type: ignore[no-untyped-def]

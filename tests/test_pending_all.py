@@ -13,6 +13,7 @@ from bot.render import render_text
 from bot.snapshot import load_snapshot
 from handlers import pending_all, why_pending
 from handlers.model import Diagnosis
+from handlers.target import Target, parse_target
 from handlers.view import ClusterView, Obj, Reader, ViewError
 
 SCENARIOS = Path(__file__).parent / "scenarios"
@@ -198,10 +199,10 @@ def test_empty_namespace_means_all() -> None:
 def test_a_failed_diagnosis_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     real = why_pending.run
 
-    def flaky(reader: Reader, target: str, namespace: str | None = None) -> Diagnosis:
-        if "notebook-h100" in target:
+    def flaky(reader: Reader, target: Target) -> Diagnosis:
+        if "notebook-h100" in str(target):
             raise RuntimeError("boom")
-        return real(reader, target, namespace)
+        return real(reader, target)
 
     monkeypatch.setattr(why_pending, "run", flaky)
     d = run("pending_several_namespaces")
@@ -225,7 +226,7 @@ def test_template_shows_every_row(name: str) -> None:
 def test_wrong_gpu_type_names_each_older_node_with_its_family_and_product() -> None:
     scenario = Path(__file__).parent / "scenarios" / "wrong-gpu-type-untargeted"
     diag = why_pending.run(Reader(load_snapshot(scenario / "cluster.yaml")),
-                           "ml-team/bf16-finetune")
+                           parse_target("ml-team/bf16-finetune"))
     wrong = next(f for f in diag.findings if f.code == "WRONG_GPU_TYPE")
     assert "node ip-10-12-2-3.ec2.internal: nvidia.com/gpu.family=turing, Tesla-T4" in (
         wrong.evidence)

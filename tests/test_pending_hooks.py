@@ -13,6 +13,7 @@ import yaml
 
 from bot.snapshot import load_snapshot
 from handlers import why_pending
+from handlers.target import parse_target
 from handlers.view import Reader
 from tests.pending_ctx import SCENARIOS
 
@@ -34,7 +35,7 @@ def _items() -> list[dict[str, Any]]:
 def _run(tmp_path: Path, items: list[dict[str, Any]], target: str) -> Any:
     path = tmp_path / "cluster.json"
     path.write_text(json.dumps({"kind": "List", "apiVersion": "v1", "items": items}))
-    return why_pending.run(Reader(load_snapshot(path)), target)
+    return why_pending.run(Reader(load_snapshot(path)), parse_target(target))
 
 
 def _node(items: list[dict[str, Any]], name: str) -> dict[str, Any]:

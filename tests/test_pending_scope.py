@@ -13,6 +13,7 @@ import pytest
 from bot.snapshot import load_snapshot
 from handlers import why_pending
 from handlers.pending.context import PendingContext
+from handlers.target import parse_target
 from handlers.view import Obj, Reader
 from tests.pending_ctx import SCENARIOS
 
@@ -145,7 +146,7 @@ def test_without_any_scheduler_word_a_fit_is_checked_against_every_pod() -> None
     """No event, no condition: the scoped read says the pod fits on both GPU nodes, so
     placement reads every pod before saying so, and finds the frontend's zone rule."""
     view = RecordingView(_objects(events=False, condition=False))
-    diag = why_pending.run(Reader(view), TARGET)
+    diag = why_pending.run(Reader(view), parse_target(TARGET))
     assert diag.codes[0] == "POD_AFFINITY_MISMATCH"
     assert "ALL_CLEAR" not in diag.codes
     mismatch = next(f for f in diag.findings if f.code == "POD_AFFINITY_MISMATCH")
@@ -158,7 +159,7 @@ def test_without_any_scheduler_word_a_fit_is_checked_against_every_pod() -> None
 def test_answer_equals_a_full_read_with_and_without_events() -> None:
     for events in (True, False):
         objs = _objects(events=events, condition=events)
-        scoped = why_pending.run(Reader(RecordingView(objs)), TARGET)
+        scoped = why_pending.run(Reader(RecordingView(objs)), parse_target(TARGET))
         ctx, _ = _context(objs)
         ctx.read_every_pod()
         assert ctx.pod_scope is None
@@ -173,7 +174,7 @@ def test_scoped_answer_that_fits_nowhere_says_what_it_did_not_read() -> None:
     diagnosis lists the CPU nodes' pods as not read."""
     objs = _objects(events=False, condition=False, gpus="2")
     view = RecordingView(objs)
-    diag = why_pending.run(Reader(view), TARGET)
+    diag = why_pending.run(Reader(view), parse_target(TARGET))
     assert "REQUEST_EXCEEDS_NODE_SIZE" in diag.codes
     assert view.whole_cluster_pod_lists == 0
     note = [u for u in diag.unchecked if "their pods were not read" in u]

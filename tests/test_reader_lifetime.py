@@ -15,6 +15,7 @@ import pytest
 
 from bot.snapshot import load_snapshot
 from handlers import doctor, why_pending
+from handlers.target import parse_target
 from handlers.view import Reader
 from tests.scenarios import Scenario, load_scenarios
 
@@ -28,7 +29,7 @@ def test_a_diagnosis_keeps_nothing_of_its_reader(s: Scenario) -> None:
     gc.disable()  # freed by reference counting alone: no cycle through the Reader
     try:
         if s.command == "why-pending" and s.target:
-            why_pending.run(reader, s.target, s.namespace)
+            why_pending.run(reader, parse_target(s.target, s.namespace))
         else:
             doctor.run(reader, s.node)
         gone = weakref.ref(reader)

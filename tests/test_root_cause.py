@@ -12,6 +12,7 @@ from handlers.finish import finish
 from handlers.grouping import group_by_node
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.rootcause import link
+from handlers.target import parse_target
 from handlers.view import Reader
 from tests.findings import finding_at
 
@@ -58,7 +59,7 @@ def test_no_root_cause_when_nothing_blocks() -> None:
 
 def test_json_names_the_root_cause_and_every_findings_causes() -> None:
     reader = Reader(load_snapshot(ROOT / "examples" / "plugin-crashloop-cuda-mismatch"))
-    out = json.loads(json.dumps(why_pending.run(reader, "ml-team/train-0").to_json()))
+    out = json.loads(json.dumps(why_pending.run(reader, parse_target("ml-team/train-0")).to_json()))
     rc = out["root_cause"]
     assert set(rc) == {"code", "summary", "finding"}
     assert rc["code"] == "CUDA_DRIVER_MISMATCH"

@@ -18,6 +18,7 @@ from handlers.gpu import advertises_gpus, is_gpu_node, is_gpu_resource
 from handlers.pending.context import main_gpu_request
 from handlers.pending.spec import check_gpu_not_requested, check_unknown_resource
 from handlers.scheduler.filters import simulate
+from handlers.target import parse_target
 from handlers.view import Reader
 from tests.pending_ctx import PendingContext
 
@@ -129,7 +130,7 @@ def test_admission_rejected_vgpu_pod_is_diagnosed_not_gpu_not_requested(
                     startTime="2023-07-06T08:59:05Z")
     pod["spec"]["nodeName"] = "gpu-node-1"
     pod["spec"]["containers"][0]["image"] = "nvidia/cuda:10.1-base-ubuntu18.04"
-    diag = why_pending.run(_reader(tmp_path, _node(), _plugin(), pod), "default/pod1")
+    diag = why_pending.run(_reader(tmp_path, _node(), _plugin(), pod), parse_target("default/pod1"))
     assert "DEVICE_ADMISSION_FAILED" in diag.codes
     assert not {"GPU_NOT_REQUESTED", "POD_NOT_PENDING", "ALL_CLEAR"} & set(diag.codes)
 

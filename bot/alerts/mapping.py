@@ -1,46 +1,28 @@
 """Which gpubot diagnosis answers an alert: by alertname, with its labels as arguments.
 
-Alerts of ``deploy/prometheus/gpubot-rules.yaml`` map to a command; an alert gpubot does not
-know gets a card with its labels and annotations and no diagnosis. Node names come from
-``node`` or dcgm-exporter's ``Hostname`` (``handlers/runtime/labels.py``).
+Each command says which alerts it answers and how their labels become its parameters
+(``CommandSpec.alerts`` in ``handlers/registry.py``); alerts of
+``deploy/prometheus/gpubot-rules.yaml`` map to a command. An alert gpubot does not know gets
+a card with its labels and annotations and no diagnosis.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from bot.slack.commands import Command
-from handlers.runtime.labels import node_of
+from handlers.registry import COMMANDS, for_alert
 
-
-def _pending(labels: Mapping[str, str]) -> Command:
-    ns, pod = labels.get("namespace"), labels.get("pod")
-    if ns and pod:
-        return Command("why-pending", target=f"{ns}/{pod}")
-    return Command("pending", namespace=ns or None, all_namespaces=not ns)
-
-
-def _doctor(labels: Mapping[str, str]) -> Command:
-    return Command("doctor", node=node_of(labels) or None)
-
-
-def _quota(labels: Mapping[str, str]) -> Command:
-    return Command("quota", namespace=labels.get("namespace") or None)
-
-
-KNOWN: dict[str, Callable[[Mapping[str, str]], Command]] = {
-    "GPUPodPendingTooLong": _pending,
-    "GPUQuotaExceeded": _quota,
-    "GPUResourceExhaustion": lambda labels: Command("nodes"),
-    "GPUDevicePluginDown": _doctor,
-    "GPUNotAdvertised": _doctor,
-    "GPUXidErrors": _doctor,
-}
+# Every alertname some command answers.
+KNOWN = frozenset(alert.name for spec in COMMANDS.values() for alert in spec.alerts)
 
 
 def command_for(labels: Mapping[str, str]) -> Command | None:
-    build = KNOWN.get(labels.get("alertname", ""))
-    return build(labels) if build else None
+    found = for_alert(labels)
+    if found is None:
+        return None
+    spec, params = found
+    return Command(spec.name, **params)
 
 
 def commands_for(alerts: Iterable[Mapping[str, str]]) -> list[Command]:

@@ -1,9 +1,9 @@
 """Metrics backends for handlers' ``MetricsSource`` (``handlers/runtime/source.py``)."""
 
 from bot.metrics.prometheus import PrometheusConfig, PrometheusMetrics
+from handlers.registry import COMMANDS
 
-# Commands whose diagnoses read metrics. pending runs why-pending per workload and shows
-# each one's root cause from the cluster alone; quota has its own figures.
-METRIC_COMMANDS = frozenset({"why-pending", "doctor", "nodes"})
+# Commands whose diagnoses read metrics (``CommandSpec.metrics``).
+METRIC_COMMANDS = frozenset(spec.name for spec in COMMANDS.values() if spec.metrics)
 
 __all__ = ["METRIC_COMMANDS", "PrometheusConfig", "PrometheusMetrics"]

@@ -4,25 +4,27 @@
     -> Command(name="why-pending", target="ml-team/train-0", namespace="ml-team")
 
 A ``CommandError`` says what was wrong and carries an example to show the user.
-``ROUTES`` maps each subcommand to its handler.
+``ROUTES`` is the command registry (``handlers/registry.py``): each command's parser, words,
+scope and handler come from there.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
-import importlib
 import re
 import shlex
-from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum
+from dataclasses import dataclass, fields
 from typing import Any, NoReturn
 
 from bot.slack.mrkdwn import code, escape
 from handlers.errors import GpubotError
 from handlers.model import Diagnosis
+from handlers.registry import COMMANDS, CommandSpec, ParamConflict, Scope
 from handlers.view import Reader
+
+__all__ = ["ALIASES", "ROUTES", "Command", "CommandError", "Scope", "normalise", "parse",
+           "parse_args", "run", "target_namespace", "tokenize"]
 
 # -- normalisation ---------------------------------------------------------------------------
 
@@ -65,12 +67,9 @@ def normalise(text: str) -> str:
 
 # -- commands --------------------------------------------------------------------------------
 
-
-class Scope(StrEnum):
-    NAMESPACE = "namespace"  # reads one namespace (access control applies)
-    NAMESPACES = "namespaces"  # one namespace, or all of them when none is given
-    CLUSTER = "cluster"  # node-level state (doctor, nodes)
-    NONE = "none"  # help
+HELP = "help"  # `help`, or `COMMAND --help` (Command("help", target=COMMAND))
+ROUTES = COMMANDS
+ALIASES = {alias: spec.name for spec in COMMANDS.values() for alias in spec.aliases}
 
 
 class CommandError(GpubotError):
@@ -84,6 +83,9 @@ class CommandError(GpubotError):
 
 @dataclass(frozen=True)
 class Command:
+    """A ``/gpu`` command as typed: what the Re-check button and the audit repeat. Its fields
+    are the parameters ``/gpu`` takes (``Param.dest``)."""
+
     name: str
     target: str | None = None
     namespace: str | None = None
@@ -107,66 +109,12 @@ class Command:
         return " ".join(shlex.quote(a) for a in self.argv())
 
     @property
-    def route(self) -> Route:
+    def route(self) -> CommandSpec:
         return ROUTES[self.name]
 
-
-Runner = Callable[[Reader, Command], Diagnosis]
-
-
-@dataclass(frozen=True)
-class Route:
-    name: str
-    usage: str
-    summary: str
-    example: str
-    scope: Scope
-    module: str | None  # handlers.<module>, imported on first use
-    run: Runner | None
-
-
-def _handler(module: str) -> Any:
-    return importlib.import_module(f"handlers.{module}")
-
-
-def _run_why_pending(reader: Reader, c: Command) -> Diagnosis:
-    return _handler("why_pending").run(reader, c.target or "", c.namespace)  # type: ignore[no-any-return]
-
-
-def _run_doctor(reader: Reader, c: Command) -> Diagnosis:
-    return _handler("doctor").run(reader, c.node)  # type: ignore[no-any-return]
-
-
-def _run_nodes(reader: Reader, c: Command) -> Diagnosis:
-    return _handler("nodes").run(reader)  # type: ignore[no-any-return]
-
-
-def _run_pending(reader: Reader, c: Command) -> Diagnosis:
-    return _handler("pending_all").run(reader, c.namespace)  # type: ignore[no-any-return]
-
-
-def _run_quota(reader: Reader, c: Command) -> Diagnosis:
-    return _handler("quota").run(reader, c.namespace)  # type: ignore[no-any-return]
-
-
-ROUTES: dict[str, Route] = {r.name: r for r in (
-    Route("why-pending", "why-pending TARGET [-n NS]",
-          "root cause of a pending GPU pod or workload, with proof and fix",
-          "why-pending ml-team/train-0  ·  why-pending deployment/llm-serve -n inference",
-          Scope.NAMESPACE, "why_pending", _run_why_pending),
-    Route("doctor", "doctor [NODE]", "GPU discovery chain per node: driver, plugin, runtime",
-          "doctor  ·  doctor gpu-node-7", Scope.CLUSTER, "doctor", _run_doctor),
-    Route("nodes", "nodes", "GPU ledger per node and per GPU model",
-          "nodes", Scope.CLUSTER, "nodes", _run_nodes),
-    Route("pending", "pending [-n NS]", "every pending GPU workload with its one-line root cause",
-          "pending  ·  pending -n ml-team", Scope.NAMESPACES, "pending_all", _run_pending),
-    Route("quota", "quota [NS]", "GPU quota used/hard per namespace and resource, and its pods",
-          "quota  ·  quota ml-team", Scope.NAMESPACES, "quota", _run_quota),
-    Route("help", "help", "this list", "help", Scope.NONE, None, None),
-)}
-
-ALIASES = {"why": "why-pending", "whypending": "why-pending", "why_pending": "why-pending",
-           "node": "nodes", "quotas": "quota", "-h": "help", "--help": "help", "?": "help"}
+    def given(self) -> dict[str, Any]:
+        """Its parameters by name, as ``CommandSpec.bind`` takes them."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "name"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -179,20 +127,11 @@ class _Parser(argparse.ArgumentParser):
         raise CommandError(message or "bad arguments")
 
 
-def _parser(name: str) -> _Parser:
-    p = _Parser(prog=name, add_help=False, allow_abbrev=False, exit_on_error=False)
-    if name == "why-pending":
-        p.add_argument("target")
-        p.add_argument("-n", "--namespace")
-    elif name == "doctor":
-        p.add_argument("node", nargs="?")
-    elif name == "pending":
-        p.add_argument("-n", "--namespace")
-        p.add_argument("-A", "--all-namespaces", action="store_true")
-    elif name == "quota":
-        p.add_argument("namespace", nargs="?")
-        p.add_argument("-n", "--namespace", dest="ns_option")
-        p.add_argument("-A", "--all-namespaces", action="store_true")
+def _parser(spec: CommandSpec) -> _Parser:
+    p = _Parser(prog=spec.name, add_help=False, allow_abbrev=False, exit_on_error=False)
+    for param in spec.params:
+        if param.slack:
+            param.add_to(p, described=False)
     p.add_argument("-h", "--help", action="store_true")
     return p
 
@@ -213,72 +152,63 @@ def parse(text: str) -> Command:
 def parse_args(args: list[str]) -> Command:
     """Tokens (as ``Command.argv()`` gives them) -> Command. Raises CommandError."""
     if not args:
-        return Command("help")
+        return Command(HELP)
     word = args[0].lower()
     name = ALIASES.get(word, word)
     if name not in ROUTES:
         close = difflib.get_close_matches(name, list(ROUTES), n=1, cutoff=0.5)
         hint = f"; did you mean {code(close[0])}?" if close else ""
         raise CommandError(f"unknown command {code(args[0])}{hint}",
-                           ROUTES[close[0]].example if close else "help")
-    route = ROUTES[name]
-    if name == "help":
-        return Command("help")
+                           ROUTES[close[0]].example if close else HELP)
+    spec = ROUTES[name]
+    if name == HELP:
+        return Command(HELP)
     if any(a in ("-h", "--help") for a in args[1:]):
-        return Command("help", target=name)
+        return Command(HELP, target=name)
     try:
-        ns = _parser(name).parse_args(args[1:])
+        ns = _parser(spec).parse_args(args[1:])
     except (CommandError, argparse.ArgumentError) as err:
-        raise CommandError(f"{name}: {escape(_tidy(str(err)))} (usage: {code(route.usage)})",
-                           route.example) from None
+        raise CommandError(f"{name}: {escape(_tidy(spec, str(err)))} "
+                           f"(usage: {code(spec.usage)})", spec.example) from None
     if ns.help:
-        return Command("help", target=name)
-    if name == "why-pending":
-        cmd = Command(name, target=ns.target, namespace=ns.namespace)
-        _check_target(cmd, route)
-        return cmd
-    if name == "doctor":
-        return Command(name, node=ns.node)
-    if name == "nodes":
-        return Command(name)
-    if name == "quota":
-        if ns.namespace and ns.ns_option and ns.namespace != ns.ns_option:
-            raise CommandError(f"quota: two namespaces given ({code(ns.namespace)}, "
-                               f"{code(ns.ns_option)})", route.example)
-        namespace = ns.namespace or ns.ns_option
-    else:
-        namespace = ns.namespace
-    if namespace and ns.all_namespaces:
-        raise CommandError(f"{name}: give a namespace or -A, not both", route.example)
-    return Command(name, namespace=namespace, all_namespaces=bool(ns.all_namespaces))
-
-
-def _check_target(cmd: Command, route: Route) -> None:
-    from handlers.why_pending import UsageError, parse_target
+        return Command(HELP, target=name)
+    from handlers.target import UsageError
 
     try:
-        parse_target(cmd.target or "", cmd.namespace)
+        values = spec.settle(vars(ns))
+        cmd = Command(name, **{p.dest: values[p.dest] for p in spec.params
+                               if p.slack and p.same_as is None})
+        spec.bind(cmd.given())  # the target parsed now, so that a bad one is a usage error
+    except ParamConflict as err:
+        raise CommandError(_conflict(name, err), spec.example) from None
     except UsageError as err:
-        raise CommandError(escape(str(err)), route.example) from None
+        raise CommandError(escape(str(err)), spec.example) from None
+    return cmd
 
 
-def _tidy(message: str) -> str:
-    return (message.replace("the following arguments are required: target",
-                            "name the pod or workload")
-            .replace("unrecognized arguments:", "unexpected argument:"))
+def _conflict(name: str, err: ParamConflict) -> str:
+    if err.values is None:
+        return f"{name}: give a {err.other.dest} or {err.param.flags[0]}, not both"
+    first, second = err.values
+    return f"{name}: two {err.other.dest}s given ({code(first)}, {code(second)})"
+
+
+def _tidy(spec: CommandSpec, message: str) -> str:
+    for param in spec.params:
+        if param.missing:
+            message = message.replace(
+                f"the following arguments are required: {param.dest}", param.missing)
+    return message.replace("unrecognized arguments:", "unexpected argument:")
 
 
 def target_namespace(cmd: Command) -> str | None:
     """The namespace a command reads; None for every namespace (or none at all)."""
-    if cmd.name == "why-pending":
-        from handlers.why_pending import parse_target
-
-        return parse_target(cmd.target or "", cmd.namespace).namespace
-    return cmd.namespace
+    params = cmd.route.bind(cmd.given())
+    return params.target.namespace if params.target is not None else params.namespace
 
 
 def run(reader: Reader, cmd: Command) -> Diagnosis:
-    route = ROUTES[cmd.name]
-    if route.run is None:
+    spec = ROUTES[cmd.name]
+    if spec.run is None:
         raise CommandError(f"{cmd.name} runs no diagnosis")
-    return route.run(reader, cmd)
+    return spec.run(reader, spec.bind(cmd.given()))
