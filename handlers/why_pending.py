@@ -10,14 +10,13 @@ from __future__ import annotations
 import difflib
 
 from handlers import batchjobs
-from handlers.dra import uses_claims
 from handlers.errors import TargetNotFound
 from handlers.finish import finish
 from handlers.gpu import name_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, FitChange, ObjectRef, Rollback
-from handlers.pending import dra, fitsif, placement, queueing, quota, spec, started
+from handlers.pending import checks, fitsif, placement, spec, started
 from handlers.pending.context import PendingContext
 from handlers.rollout import deployment_rollout
 from handlers.runtime import checks as runtime
@@ -25,15 +24,9 @@ from handlers.target import Target
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import Obj, Reader, ViewError
 
-CHECKS_RUN = (
-    "pod spec: GPU requests/limits, resource names, RuntimeClass",
-    "scheduler and gang: schedulerName, PodGroup/Workload, priority and preemption",
-    "quota: ResourceQuota and LimitRange for GPU resources",
-    "placement: every node through the scheduler's filters",
-)
-
-
-DRA_CHECK = "DRA: ResourceClaims, DeviceClasses, ResourceSlices and allocated devices"
+# After the registered checks (handlers/pending/checks.py), every unplaced pod is measured
+# against the scheduler's filters.
+PLACEMENT_CHECK = "placement: every node through the scheduler's filters"
 
 
 def _owned_by(obj: Obj, owner: Obj) -> bool:
@@ -268,14 +261,10 @@ def _fits_if(ctx: PendingContext, p: placement.Placement, diag: Diagnosis) -> No
 
 
 def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> placement.Placement | None:
-    for name in CHECKS_RUN:
-        diag.check(name)
-    diag.add_all(spec.check(ctx))
-    if uses_claims(ctx.pod):
-        diag.check(DRA_CHECK)
-        diag.add_all(dra.check(ctx))
-    diag.add_all(queueing.check(ctx))
-    diag.add_all(quota.check(ctx))
+    found, ran = checks.run(ctx)
+    for label in (*ran, PLACEMENT_CHECK):
+        diag.check(label)
+    diag.add_all(found)
     explained = bool(diag.problems)
     gate = _gated(ctx)
     p = None

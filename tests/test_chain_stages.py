@@ -11,18 +11,9 @@ import pytest
 from handlers.cards import codes
 from handlers.chain.facts import ChainContext, NodeFacts
 from handlers.chain.inventory import Inventory
+from handlers.chain.outcome import Draft, NoRestart, Note, Outcome, Retell
 from handlers.chain.runner import plan, run_node
-from handlers.chain.stage import (
-    REGISTRY,
-    Before,
-    Draft,
-    NoRestart,
-    Note,
-    Outcome,
-    Registry,
-    Retell,
-    stage,
-)
+from handlers.chain.stage import REGISTRY, Before, Registry, stage
 from handlers.chain.stages import load
 from handlers.view import Reader
 
@@ -82,7 +73,7 @@ def test_a_wait_circle_or_an_unknown_stage_is_refused() -> None:
         reg.ordered()
     reg = _registry()
     stage("a", after=("nope",), registry=reg)(lambda n, b: Outcome())
-    with pytest.raises(ValueError, match="unknown stages"):
+    with pytest.raises(ValueError, match="unknown chain stages"):
         reg.ordered()
     with pytest.raises(ValueError, match="twice"):
         stage("a", registry=reg)(lambda n, b: Outcome())

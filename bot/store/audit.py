@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from . import Record, Store
+    from .base import Record, Store
 
 COLLECTION = "audit"
 

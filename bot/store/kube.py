@@ -24,7 +24,7 @@ from urllib.parse import quote
 from bot.live.errors import LiveError, Op
 from bot.live.transport import Transport
 
-from . import Record, StoreError, check_name
+from .base import Record, StoreError, check_name
 
 LABEL = "gpubot.io/store"
 KEY = "gpubot.io/key"

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import Record, StoreError, check_name
+from .base import Record, StoreError, check_name
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (

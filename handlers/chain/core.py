@@ -35,8 +35,8 @@ from handlers.chain.placement import selects, template_spec
 from handlers.chain.pods import IMAGE_PULL, pod_state
 from handlers.chain.runner import default_plan, run_node
 from handlers.chain.sharing import find_sharing_config
-from handlers.chain.stage import say
 from handlers.chain.stages.sharing import CHECK as CHECK_SHARING
+from handlers.chain.words import say
 from handlers.gpu import (
     advertises_gpus,
     dra_component,

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from handlers.chain.outcome import Draft
 from handlers.chain.pods import PodState
-from handlers.chain.stage import Draft
 from handlers.gpu import name_of, ns_of, operator_component, requests_gpu
 from handlers.knowledge import cuda
 from handlers.knowledge.logs import active

@@ -13,9 +13,10 @@ from handlers.chain.daemonsets import DsIssue, event_message
 from handlers.chain.fixcontext import ClusterSetup, operator_seen
 from handlers.chain.fixtext import Where
 from handlers.chain.inventory import Inventory
+from handlers.chain.outcome import Draft, Waiting
 from handlers.chain.pods import PodState, fmt_age, owner, pod_state
 from handlers.chain.sharing import SharingConfig
-from handlers.chain.stage import Draft, Waiting, say
+from handlers.chain.words import say
 from handlers.gpu import (
     cuda_version,
     driver_version,

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from handlers.chain.stage import Draft
+from handlers.chain.outcome import Draft
 from handlers.gpu import NFD_PCI_NVIDIA, gpu_traits, labels
 
 if TYPE_CHECKING:

@@ -17,19 +17,9 @@ from functools import cache
 from handlers.cards import card, codes
 from handlers.chain.facts import ChainContext, NodeFacts, node_ready
 from handlers.chain.model import NodeChain
+from handlers.chain.outcome import Amendment, Draft, NoRestart, Note, Outcome, Retell, Waiting
 from handlers.chain.row import make_row
-from handlers.chain.stage import (
-    REGISTRY,
-    Amendment,
-    Draft,
-    NoRestart,
-    Note,
-    Outcome,
-    Registry,
-    Retell,
-    Stage,
-    Waiting,
-)
+from handlers.chain.stage import REGISTRY, Registry, Stage
 from handlers.codes import code_rank
 from handlers.model import Finding, ObjectRef, Severity
 from handlers.view import Obj
@@ -157,9 +147,7 @@ class Plan:
 
 def plan(registry: Registry) -> Plan:
     order = registry.ordered()
-    before: dict[str, frozenset[str]] = {}
-    for s in order:
-        before[s.name] = frozenset(s.after).union(*(before[a] for a in s.after))
+    before = registry.predecessors()
     fails: dict[str, set[str]] = {}
     for c in codes().values():
         for check in c.checks:

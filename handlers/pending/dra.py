@@ -18,6 +18,7 @@ evidence.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from handlers import cel, dra
@@ -26,6 +27,7 @@ from handlers.gpu import labels, name_of, ns_of
 from handlers.kube.affinity import node_matches_pod
 from handlers.kube.quantity import fmt_quantity
 from handlers.model import Finding, ObjectRef
+from handlers.pending.checks import pending_check
 from handlers.pending.context import PendingContext
 from handlers.scheduler.messages import parse_scheduling_message
 from handlers.view import Obj
@@ -43,7 +45,10 @@ class _Verdict:
     objects: list[ObjectRef] = field(default_factory=list)
 
 
-def check(ctx: PendingContext) -> list[Finding]:
+@pending_check("dra", label="DRA: ResourceClaims, DeviceClasses, ResourceSlices and "
+               "allocated devices",
+               applies=lambda ctx: dra.uses_claims(ctx.pod))
+def check(ctx: PendingContext, before: Sequence[Finding] = ()) -> list[Finding]:
     if not dra.uses_claims(ctx.pod):
         return []
     sched_lines = _scheduler_words(ctx)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from handlers.gpu import labels, name_of, ns_of
@@ -23,6 +23,7 @@ from handlers.kube.quantity import fmt_quantity
 from handlers.kube.resources import pod_requests
 from handlers.model import Finding, ObjectRef
 from handlers.pending import kueue, volcano
+from handlers.pending.checks import pending_check
 from handlers.pending.context import PendingContext, main_gpu_request
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.scheduler.messages import parse_scheduling_message
@@ -352,7 +353,9 @@ def check_autoscaler(ctx: PendingContext) -> list[Finding]:
 CHECKS = (check_scheduler, check_gang, check_preemption, check_autoscaler)
 
 
-def check(ctx: PendingContext) -> list[Finding]:
+@pending_check("queueing", label="scheduler and gang: schedulerName, PodGroup/Workload, "
+               "priority and preemption")
+def check(ctx: PendingContext, before: Sequence[Finding] = ()) -> list[Finding]:
     out: list[Finding] = []
     for c in CHECKS:
         out.extend(c(ctx))

@@ -23,7 +23,7 @@ a pod that exists was admitted, so only what still matters for it is reported.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +40,7 @@ from handlers.gpu import (
 from handlers.kube.quantity import QuantityError, fmt_quantity, parse_quantity
 from handlers.kube.resources import pod_requests
 from handlers.model import Finding, ObjectRef
+from handlers.pending.checks import pending_check
 from handlers.pending.context import PendingContext
 from handlers.view import ACTIVE_PODS, Obj
 
@@ -599,7 +600,8 @@ CHECKS = (check_quota_exceeded, check_quota_not_ready, check_requests_limits_une
 LIMITRANGE_CHECKS = (check_limitrange_violation, check_limitrange_default_gpu)
 
 
-def check(ctx: PendingContext) -> list[Finding]:
+@pending_check("quota", label="quota: ResourceQuota and LimitRange for GPU resources")
+def check(ctx: PendingContext, before: Sequence[Finding] = ()) -> list[Finding]:
     """Every quota/LimitRange finding for the target pod (or controller template)."""
     quotas = ctx.reader.list("ResourceQuota", ctx.namespace)
     lrs = ctx.reader.list("LimitRange", ctx.namespace)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 
 from handlers.dra import uses_claims
 from handlers.gpu import (
@@ -24,6 +24,7 @@ from handlers.gpu import (
 )
 from handlers.kube.quantity import QuantityError, is_whole, parse_quantity
 from handlers.model import Finding, ObjectRef
+from handlers.pending.checks import pending_check
 from handlers.pending.context import PendingContext
 from handlers.scheduler.filters import SHARE_PARAMETERS
 from handlers.view import Obj
@@ -294,7 +295,8 @@ CHECKS = (check_gpu_quantities, check_unknown_resource, check_gpu_not_requested,
           check_runtime_class)
 
 
-def check(ctx: PendingContext) -> list[Finding]:
+@pending_check("spec", label="pod spec: GPU requests/limits, resource names, RuntimeClass")
+def check(ctx: PendingContext, before: Sequence[Finding] = ()) -> list[Finding]:
     out: list[Finding] = []
     for c in CHECKS:
         out.extend(c(ctx))

@@ -14,7 +14,7 @@ from handlers.chain import check_chain
 from handlers.chain.fixtext import Where
 from handlers.chain.inventory import admission_failed
 from handlers.chain.pods import CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, pod_state
-from handlers.chain.stage import say
+from handlers.chain.words import say
 from handlers.gpu import requests_gpu
 from handlers.logpatterns import classify_log
 from handlers.model import Finding, ObjectRef

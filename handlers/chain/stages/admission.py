@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts
 from handlers.chain.fixtext import Where
-from handlers.chain.stage import Before, Outcome, Words, stage, words
+from handlers.chain.outcome import Outcome
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, words
 from handlers.gpu import name_of, ns_of
 from handlers.model import ObjectRef
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts
 from handlers.chain.fixtext import Where, logs_cmd, managed, why
+from handlers.chain.outcome import Draft, Outcome
 from handlers.chain.pods import IMAGE_PULL
-from handlers.chain.stage import Before, Draft, Outcome, Words, stage, words
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, words
 
 CODE = "DRIVER_NOT_READY"
 

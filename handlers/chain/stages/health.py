@@ -11,7 +11,9 @@ from __future__ import annotations
 from handlers.chain.facts import NodeFacts
 from handlers.chain.faults import hardware_faults, repair_fix
 from handlers.chain.fixtext import Where
-from handlers.chain.stage import Before, Draft, Note, Outcome, Words, stage, words
+from handlers.chain.outcome import Draft, Note, Outcome
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, words
 from handlers.codes import code_rank
 from handlers.logpatterns import classify_log
 

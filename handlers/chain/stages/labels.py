@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts
 from handlers.chain.fixtext import Where, has_operator
-from handlers.chain.stage import Before, Outcome, Words, stage, words
+from handlers.chain.outcome import Outcome
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, words
 from handlers.gpu import GFD_LABELS
 
 CODE = "NFD_LABELS_MISSING"

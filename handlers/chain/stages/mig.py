@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts
 from handlers.chain.fixtext import Where, logs_cmd
-from handlers.chain.stage import Before, Outcome, Words, stage, words
+from handlers.chain.outcome import Outcome
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, words
 from handlers.gpu import MIG_CONFIG_STATE_LABEL, MIG_STRATEGY_LABEL
 from handlers.logpatterns import classify_log, last_lines
 

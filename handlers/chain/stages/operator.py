@@ -10,8 +10,10 @@ from __future__ import annotations
 
 from handlers.chain.facts import UPSTREAM, NodeFacts, sourced
 from handlers.chain.fixtext import Where, logs_cmd, policy_patch
+from handlers.chain.outcome import Draft, Outcome, Waiting
 from handlers.chain.pods import CREATING, IMAGE_PULL, pod_state
-from handlers.chain.stage import Before, Draft, Outcome, Waiting, Words, stage, words
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, words
 
 CODE = "OPERATOR_COMPONENT_FAILING"
 # A component whose own failure has a code of its own.

@@ -12,10 +12,12 @@ from handlers.chain import hook_context
 from handlers.chain.daemonsets import ds_label, event_message, managed_by_operator
 from handlers.chain.facts import NodeFacts, evidence_only, sourced
 from handlers.chain.fixtext import Where, logs_cmd, managed, policy_patch, why
+from handlers.chain.outcome import Draft, Outcome, Waiting
 from handlers.chain.placement import exclusions, untolerated_taints
 from handlers.chain.pods import BLOCKED, CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, UNSCHEDULED
 from handlers.chain.runtime_context import drop_hints
-from handlers.chain.stage import Before, Draft, Outcome, Waiting, Words, say, stage, words
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, say, words
 from handlers.gpu import name_of, ns_of
 from handlers.model import ObjectRef
 

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts, sourced
 from handlers.chain.fixtext import Where
-from handlers.chain.stage import Before, Draft, Outcome, Words, stage, words
+from handlers.chain.outcome import Draft, Outcome
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, words
 from handlers.gpu import GPU_RESOURCE, dra_component, expected_gpu_count, gpu_meant_by
 from handlers.logpatterns import last_lines
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts
 from handlers.chain.fixtext import Where, logs_cmd
+from handlers.chain.outcome import Draft, Outcome, Retell
 from handlers.chain.sharing import REPLICAS_LABEL, replicas_of
-from handlers.chain.stage import Before, Draft, Outcome, Retell, Words, stage, words
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, words
 from handlers.gpu import DEVICE_PLUGIN_CONFIG_LABEL, expected_gpu_count
 from handlers.model import ObjectRef
 

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts
 from handlers.chain.fixtext import Where
+from handlers.chain.outcome import Draft, Outcome, Waiting
 from handlers.chain.pods import IMAGE_PULL
-from handlers.chain.stage import Before, Draft, Outcome, Waiting, Words, stage, words
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, words
 
 CODE = "CONTAINER_RUNTIME_NOT_CONFIGURED"
 

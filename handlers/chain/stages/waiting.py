@@ -5,7 +5,8 @@ broken stage it waits for, or, when no stage reported that fault, the fault itse
 from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts
-from handlers.chain.stage import Amendment, Before, Draft, Note, Outcome, stage
+from handlers.chain.outcome import Amendment, Draft, Note, Outcome
+from handlers.chain.stage import Before, stage
 
 
 def _pulled(n: NodeFacts, before: Before, component: str) -> bool:

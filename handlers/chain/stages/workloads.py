@@ -10,8 +10,10 @@ from __future__ import annotations
 from handlers.chain import cuda_context
 from handlers.chain.facts import UPSTREAM, NodeFacts, sourced
 from handlers.chain.fixtext import CUDA_COMPAT, Where, managed, policy_patch, unknown, why
+from handlers.chain.outcome import Draft, Outcome
 from handlers.chain.pods import pod_state
-from handlers.chain.stage import Before, Draft, Outcome, Words, stage, words
+from handlers.chain.stage import Before, stage
+from handlers.chain.words import Words, words
 
 _MAX_WORKLOAD_LOGS = 2
 _PROVEN = ("CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED")

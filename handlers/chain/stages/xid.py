@@ -23,7 +23,8 @@ import re
 from typing import Any
 
 from handlers.chain.facts import NodeFacts
-from handlers.chain.stage import Amendment, Before, Draft, NoRestart, Note, Outcome, stage
+from handlers.chain.outcome import Amendment, Draft, NoRestart, Note, Outcome
+from handlers.chain.stage import Before, stage
 from handlers.knowledge.xid import XidInfo, severity_conditions, xid_info, xids_in
 
 _AKS = re.compile(r"XID error-codes found: ([\d, ]+)")
