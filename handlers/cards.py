@@ -219,8 +219,14 @@ _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @cache
 def catalogue() -> Catalogue:
+    """The installed cards, loaded and checked once."""
+    return load(CARD_DIR)
+
+
+def load(card_dir: Path) -> Catalogue:
+    """Every card of ``card_dir``, checked against each other and the shared conditions."""
     cards: dict[str, Card] = {}
-    for path in sorted(CARD_DIR.glob("*.yaml")):
+    for path in sorted(card_dir.glob("*.yaml")):
         c = _card(path, yaml.load(path.read_text(), Loader=_LOADER))
         cards[c.code] = c
     shared = rules()

@@ -9,6 +9,8 @@ from typing import Any
 import yaml
 
 from handlers.registry import COMMANDS as REGISTRY
+from handlers.runtime.source import Sample
+from tests.fake_prometheus import FakeMetrics
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 # Every command that runs a diagnosis can have scenarios.
@@ -34,6 +36,16 @@ class Scenario:
     raw: dict[str, Any] = field(default_factory=dict)
     # The command's parameters as a user types them (CommandSpec.bind takes them).
     given: dict[str, Any] = field(default_factory=dict)
+    # What Prometheus answers, by metric name (tests/fake_prometheus), or why it cannot.
+    metrics: dict[str, list[Sample]] | None = None
+    metrics_down: str | None = None
+
+    def metrics_source(self) -> FakeMetrics | None:
+        if self.metrics is None and self.metrics_down is None:
+            return None
+        fake = FakeMetrics(self.metrics)
+        fake.down = self.metrics_down
+        return fake
 
 
 def _given(command: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -63,6 +75,16 @@ def load_scenarios() -> list[Scenario]:
             expect=list(data.get("expect") or []), forbid=list(data.get("forbid") or []),
             first=data.get("first"), root=data.get("root"), has_root="root" in data,
             fits_if=None if data.get("fits_if") is None else list(data["fits_if"]), raw=data,
-            given=given,
+            given=given, metrics=_metrics(data.get("metrics")),
+            metrics_down=data.get("metrics_down"),
         ))
     return out
+
+
+def _metrics(data: dict[str, list[dict[str, Any]]] | None) -> dict[str, list[Sample]] | None:
+    """`metrics: {METRIC: [{labels: {...}, value: N}, ...]}` as FakeMetrics takes it."""
+    if data is None:
+        return None
+    return {name: [Sample({str(k): str(v) for k, v in (s.get("labels") or {}).items()},
+                          float(s["value"])) for s in samples]
+            for name, samples in data.items()}

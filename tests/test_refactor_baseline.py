@@ -34,7 +34,7 @@ def verdict(name: str) -> dict[str, Any]:
     }
 
 
-@pytest.mark.parametrize("name", [s.name for s in SCENARIOS])
+@pytest.mark.parametrize("name", sorted(json.loads(BASELINE.read_text())))
 def test_verdict_unchanged(name: str) -> None:
     want = json.loads(BASELINE.read_text())[name]
     got = verdict(name)

@@ -26,7 +26,7 @@ def run_on(s: Scenario, view: ClusterView) -> Diagnosis:
     """The scenario's command on any view: a snapshot, or the live fake API server."""
     spec = COMMANDS[s.command]
     assert spec.run is not None, f"{s.name}: {s.command} runs no diagnosis"
-    return spec.run(Reader(view), spec.bind(s.given))
+    return spec.run(Reader(view, metrics=s.metrics_source()), spec.bind(s.given))
 
 
 class ReadKinds:
