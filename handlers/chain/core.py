@@ -236,7 +236,11 @@ def check_chain(reader: Reader, nodes: list[Obj] | None = None) -> ChainReport:
         chain = run_node(ctx, node)
         chains.append(chain)
         findings += chain.findings
-    order = [*default_plan().checks, *(c for c in DAEMONSET_CHECKS if c in checks)]
+    # The checks that applied to some node (a node without an agent's conditions says
+    # nothing of them), then the DaemonSets' own.
+    ran = {c for chain in chains for c in chain.ran}
+    order = [*(c for c in default_plan().checks if c in ran),
+             *(c for c in DAEMONSET_CHECKS if c in checks)]
     findings = group_by_node(with_rollouts(reader, findings), {name_of(n): n for n in scope})
     return ChainReport(chains, findings, order, ctx.unchecked)
 

@@ -16,6 +16,7 @@ class NodeChain:
     # One doctor table row: node, product, gpus "cap/alloc", labels, driver, toolkit,
     # plugin, runtime, mig, sharing, verdict.
     row: dict[str, str]
+    ran: list[str] = field(default_factory=list)  # checks that applied here (passed or not)
 
 
 @dataclass

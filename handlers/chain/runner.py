@@ -174,6 +174,7 @@ def run_node(ctx: ChainContext, node: Obj, p: Plan | None = None) -> NodeChain:
     found = _Found()
     halted = False
     passed: list[Stage] = []
+    ran: list[str] = []  # the checks that applied to the node (passed, failed, or found)
     for s in p.stages:
         if halted and not s.always:
             continue
@@ -183,6 +184,8 @@ def run_node(ctx: ChainContext, node: Obj, p: Plan | None = None) -> NodeChain:
         found.outcomes[s.name] = out
         if out.passed and s.check:
             passed.append(s)
+        if s.check and (out.passed is not None or out.findings or out.waiting or out.stuck):
+            ran.append(s.check)
         halted = halted or out.halt
     if n.plugin_only:  # maybe not a GPU node at all: nothing on it is critical
         for m in found.by_code.values():
@@ -194,4 +197,4 @@ def run_node(ctx: ChainContext, node: Obj, p: Plan | None = None) -> NodeChain:
               if s.check and not codes_now & p.fails.get(s.name, frozenset())]
     verdict = "ok" if not problems else min(
         problems, key=lambda f: (f.severity.rank, code_rank(f.code))).code
-    return NodeChain(n.name, findings, checks, make_row(n, verdict))
+    return NodeChain(n.name, findings, checks, make_row(n, verdict), ran)
