@@ -28,6 +28,19 @@ SCEN = Path(__file__).parent / "scenarios"
     ("NvidiaXID79Error", "", [79]),
     ("NvidiaXID43Warning", "", [43]),
     ("XIDErrorIsNotPresent", "XID error status is good", []),
+    # cut at 80 characters by NPD: the last, shortened number is not an Xid
+    ("XIDErrorIsPresent", "XID error-codes found: 48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 7",
+     [48, 56, 57, 58, 62, 63, 64, 65, 68, 69]),
+    # EKS: the newest issue is the reason; earlier Xids stay in the joined message
+    ("NvidiaDeviceCountMismatch", "detected XID-79 on the instance, review kernel logs for "
+     "additional information.; expected 8 GPUs for this instance type but only 7 were "
+     "detected", [79]),
+    # EKS Warning-level Xid: an event whose message names the issue
+    ("AcceleratedHardwareReady", "NvidiaXID13Warning: detected unknown XID-13 on the "
+     "instance, review kernel logs for additional information.", [13]),
+    # GKE device plugin: JSON reason on the condition, and its event
+    ('{"48":true,"79":true}', "6e43a052-e544-467b-a972-63d7cd2ce80a", [48, 79]),
+    ("XIDError", "Caught XID error, XID=79", [79]),
     ("KernelOops", "kernel: BUG: unable to handle kernel NULL pointer dereference", []),
 ])
 def test_xids_of(reason: str, message: str, want: list[int]) -> None:
@@ -39,6 +52,7 @@ def test_xids_of(reason: str, message: str, want: list[int]) -> None:
     ({"type": "XIDError", "status": "False"}, False),
     ({"type": "AcceleratedHardwareReady", "status": "False"}, True),
     ({"type": "AcceleratedHardwareReady", "status": "True"}, False),
+    ({"type": "XidCriticalError", "status": "True"}, True),
     ({"type": "Ready", "status": "False"}, False),
 ])
 def test_problem_conditions(cond: dict[str, str], problem: bool) -> None:
@@ -85,3 +99,12 @@ def test_events_alone_are_read_only_on_a_node_with_a_gpu_symptom(tmp_path: Path)
     # No condition, all GPUs advertised: the node shows no symptom, its events are not read.
     diag = _doctor_with(tmp_path, [], [EVENT])
     assert "GPU_XID_ERRORS" not in [f.code for f in diag.findings]
+
+
+def test_gke_xid_critical_condition_is_read_with_its_json_reason(tmp_path: Path) -> None:
+    gke = {"type": "XidCriticalError", "status": "True", "reason": '{"48":true,"79":true}',
+           "message": "6e43a052-e544-467b-a972-63d7cd2ce80a"}
+    diag = _doctor_with(tmp_path, [gke], [])
+    f = next(f for f in diag.findings if f.code == "GPU_XID_ERRORS")
+    assert f.summary.startswith("Xid 48, 79 on gpu-a100-1")
+    assert str(f.severity) == "critical"

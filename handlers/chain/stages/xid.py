@@ -1,14 +1,22 @@
 """GPU_XID_ERRORS from the API alone: node conditions and Node events that carry Xids.
 
-Three shapes are read (the Xid's meaning comes from knowledge/xid.yaml):
+The shapes read (the Xid's meaning comes from knowledge/xid.yaml; what each agent writes,
+with sources: docs/research/node-conditions.md):
 - a kernel line ``NVRM: Xid (PCI:0000:3b:00): 79, ...`` in a condition or event message
   (node-problem-detector kernel-monitor rules report the matched line);
 - AKS's node-problem-detector plugin: condition ``XIDError`` (reason ``XIDErrorIsPresent``)
   with the message ``XID error-codes found: 48, 79. FaultCode: NHC2001``
-  (github.com/Azure/AgentBaker, parts/linux/cloud-init/artifacts/node-problem-detector/
-  plugin/check_xid_error.sh);
-- the EKS node monitoring agent: reasons ``NvidiaXID79Error`` / ``NvidiaXID43Warning``
-  (github.com/aws/eks-node-monitoring-agent).
+  (Azure/AgentBaker, branch npdshift, node-problem-detector/plugin/check_xid_error.sh). NPD
+  cuts the message at 80 characters, so only a number followed by "," or "." is whole;
+- the EKS node monitoring agent: reasons ``NvidiaXID79Error`` / ``NvidiaXID43Warning``; its
+  condition keeps only the newest issue as the reason and joins every issue's message
+  (``detected XID-79 on the instance, ...``) with "; ", and Warning-level Xids are events
+  whose message starts with the issue (aws/eks-node-monitoring-agent,
+  pkg/manager/node_exporter.go);
+- GKE's device plugin: condition ``XidCriticalError`` whose reason is JSON of the Xids seen
+  (``{"48":true,"79":true}``), and events ``XIDError`` "Caught XID error, XID=79"
+  (GoogleCloudPlatform/container-engine-accelerators, pkg/gpu/nvidia/health_check/
+  health_checker.go).
 
 A hardware Xid (knowledge/xid.yaml ``hardware: true``) never suggests restarting the device
 plugin: the GPU_UNHEALTHY finding of the same node loses that action and says what helps
@@ -27,8 +35,12 @@ from handlers.chain.outcome import Amendment, Draft, NoRestart, Note, Outcome
 from handlers.chain.stage import Before, stage
 from handlers.knowledge.xid import XidInfo, severity_conditions, xid_info, xids_in
 
-_AKS = re.compile(r"XID error-codes found: ([\d, ]+)")
+_AKS = re.compile(r"XID error-codes found: ([\d, ]+[.,]?)")
+_WHOLE = re.compile(r"(\d+)(?=[,.])")  # a number the 80-character cut did not shorten
 _EKS = re.compile(r"NvidiaXID(\d+)(?:Error|Warning)")
+_EKS_MESSAGE = re.compile(r"\bXID-(\d+)\b")
+_GKE_EVENT = re.compile(r"Caught XID error, XID=(\d+)")
+_GKE_REASON = re.compile(r'"(\d+)"\s*:\s*true')
 _PLUGIN = re.compile(r"XidCriticalError: Xid=(\d+)")
 _CATALOG = "https://docs.nvidia.com/deploy/xid-errors/index.html"
 # What an operator does, worst first.
@@ -43,8 +55,10 @@ def xids_of(reason: str, message: str) -> list[int]:
     found = xids_in(message)
     m = _AKS.search(message)
     if m:
-        found += [int(x) for x in re.findall(r"\d+", m.group(1))]
-    found += [int(x) for x in _EKS.findall(reason)]
+        found += [int(x) for x in _WHOLE.findall(m.group(1))]
+    found += [int(x) for x in _EKS.findall(reason) + _EKS.findall(message)]
+    found += [int(x) for x in _EKS_MESSAGE.findall(message) + _GKE_EVENT.findall(message)]
+    found += [int(x) for x in _GKE_REASON.findall(reason)]
     return list(dict.fromkeys(found))
 
 
