@@ -27,6 +27,7 @@ from . import jsonparse, yamlparse
 from .files import NotAFile, kernel_path, read_file
 from .logs import LogStore, find_start, read_block, unclosed
 from .model import DUMP_NAMESPACE_FILES, FILE_KINDS, USED_KINDS, LoadProblem, SnapshotError
+from .timestamps import stamp_reader
 from .view import SnapshotView
 
 # Not snapshots even when they quote Kubernetes YAML; skipped unread.
@@ -76,6 +77,7 @@ def load_snapshot(path: str | Path, *, stdin: BinaryIO | None = None,
         str(path),
         objects=loader.objects,
         kinds=loader.kinds,
+        stamps=loader.stamps,
         logs=loader.logs,
         problems=loader.problems,
         files=loader.files,
@@ -166,6 +168,9 @@ class _FileContext:
 class _Loader:
     objects: dict[str, list[Obj]] = field(default_factory=dict)
     kinds: set[str] = field(default_factory=set)  # also kinds seen as empty lists
+    # The kept objects' timestamps, for the snapshot's "now": gathered as each object is
+    # kept, because a pass over every object afterwards misses the cache at each one.
+    stamps: set[Any] = field(default_factory=set)
     problems: list[LoadProblem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
     logs: LogStore = field(init=False)
@@ -385,6 +390,7 @@ class _Loader:
         bucket = self.objects.setdefault(kind, [])
         namespace = None if kind in CLUSTER_SCOPED else ctx.namespace or "default"
         kept = len(bucket)
+        read_stamps, add_stamp = stamp_reader(kind), self.stamps.add
         for number, item in enumerate(items, 1):
             meta = item.get("metadata") if item.__class__ is dict else None
             if (
@@ -405,6 +411,7 @@ class _Loader:
                 meta["namespace"] = namespace
             meta.pop("managedFields", None)
             bucket.append(item)
+            read_stamps(item, add_stamp)  # while the object is still in the cache
         ctx.kept += len(bucket) - kept
 
     def _add_object(
@@ -443,6 +450,7 @@ class _Loader:
             meta["namespace"] = ctx.namespace or "default"
         meta.pop("managedFields", None)  # big, and never read
         self.objects.setdefault(kind, []).append(obj)
+        stamp_reader(kind)(obj, self.stamps.add)
         ctx.kept += 1
 
     def _problem(self, path: str, where: str | None, message: str) -> None:

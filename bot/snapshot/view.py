@@ -24,7 +24,7 @@ from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 from .events import event_time, involved_key, normalise_event
 from .logs import LogStore
 from .model import USED_KINDS, LoadProblem
-from .timestamps import collect_stamps, newest
+from .timestamps import newest
 
 _FieldReqs = tuple[tuple[str, str, str], ...]
 _EventIndex = dict[tuple[str, str], list[tuple[str, Obj]]]  # (kind, name) -> (namespace, event)
@@ -65,6 +65,7 @@ class SnapshotView:
         *,
         objects: dict[str, builtins.list[Obj]],
         kinds: set[str],
+        stamps: set[Any],
         logs: LogStore,
         problems: builtins.list[LoadProblem],
         files: builtins.list[str],
@@ -80,6 +81,7 @@ class SnapshotView:
         self._by_namespace: dict[str, dict[str, builtins.list[Obj]]] = {}
         self._pods_by_node: dict[str, builtins.list[Obj]] | None = None
         self._events_by_object: _EventIndex | None = None
+        self._stamps = stamps  # every object's (timestamps.stamp_reader), for now()
         self._now: datetime | None = None
 
     @property
@@ -135,10 +137,7 @@ class SnapshotView:
     def now(self) -> datetime:
         """The newest timestamp in the snapshot; the wall clock only if it has none."""
         if self._now is None:
-            stamps: set[Any] = set()
-            for kind, objs in self._raw.items():
-                collect_stamps(kind, objs, stamps)
-            self._now = newest(stamps) or datetime.now(UTC)
+            self._now = newest(self._stamps) or datetime.now(UTC)
         return self._now
 
     # -- indexes ----------------------------------------------------------------------------
