@@ -22,6 +22,7 @@ from handlers.kube.selectors import (
 from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 
 from .events import event_time, involved_key, normalise_event
+from .labelindex import LabelIndex
 from .logs import LogStore
 from .model import USED_KINDS, LoadProblem
 from .timestamps import newest
@@ -83,6 +84,7 @@ class SnapshotView:
         self._events_by_object: _EventIndex | None = None
         self._stamps = stamps  # every object's (timestamps.stamp_reader), for now()
         self._now: datetime | None = None
+        self._label_indexes: dict[str, LabelIndex] = {}
 
     @property
     def source(self) -> str:
@@ -114,7 +116,8 @@ class SnapshotView:
         namespace = None if kind in CLUSTER_SCOPED else namespace
         objs = self._candidates(kind, namespace, fields)
         if label_selector:
-            objs = [o for o in objs if match_labels(label_selector, _labels(o))]
+            objs = [o for o in self._by_labels(kind, objs, label_selector)
+                    if match_labels(label_selector, _labels(o))]
         if field_selector:
             objs = [o for o in objs if match_fields(field_selector, o)]
         return builtins.list(objs)
@@ -204,6 +207,15 @@ class SnapshotView:
         if namespace is None:
             return self._all(kind)
         return self._in_namespace(kind, namespace)
+
+    def _by_labels(self, kind: str, objs: Sequence[Obj], selector: str) -> Sequence[Obj]:
+        """``objs`` narrowed by a label index when they are every object of ``kind``."""
+        if objs is not self._unique.get(kind):
+            return objs
+        index = self._label_indexes.get(kind)
+        if index is None:
+            index = self._label_indexes[kind] = LabelIndex(objs)
+        return index.candidates(selector)
 
     def _pods_on(self, node: str) -> builtins.list[Obj]:
         if self._pods_by_node is None:
