@@ -19,6 +19,7 @@ from handlers.kube.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from handlers.memo import Memos
 from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 
 from .events import event_time, involved_key, normalise_event
@@ -85,6 +86,9 @@ class SnapshotView:
         self._stamps = stamps  # every object's (timestamps.stamp_reader), for now()
         self._now: datetime | None = None
         self._label_indexes: dict[str, LabelIndex] = {}
+        # A snapshot is one cluster state for ever: what diagnoses work out from its objects
+        # holds as long as the view (handlers/memo.py).
+        self.memos = Memos()
 
     @property
     def source(self) -> str:
