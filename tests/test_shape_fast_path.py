@@ -51,15 +51,15 @@ def _set(obj: Any, path: tuple[Any, ...], value: Any) -> None:
 
 
 def _checkers_only(obj: dict[str, Any]) -> str | None:
-    kind = str(obj.get("kind"))
-    saved = shape._FITS.pop(kind, None)
-    shape._FITS[kind] = lambda _obj: False  # every object takes the slow path
+    check = shape._BY_KIND.get(str(obj.get("kind")), shape._OBJECT)
+    saved = shape._FITS.pop(check, None)
+    shape._FITS[check] = lambda _obj: False  # every object takes the slow path
     try:
         return shape.misfit(obj)
     finally:
-        shape._FITS.pop(kind)
+        shape._FITS.pop(check)
         if saved is not None:
-            shape._FITS[kind] = saved
+            shape._FITS[check] = saved
 
 
 def _same_verdict(obj: dict[str, Any]) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -46,11 +47,8 @@ def misfit(obj: dict[str, Any]) -> str | None:
     """``"spec.containers[0].resources.requests.cpu: not a quantity ('1.5x')"`` for the
     first field of ``obj`` (a dict with ``kind`` set) that handlers could not read, or None
     when it fits. Removes ``null`` fields and cuts over-long messages, in place."""
-    kind = str(obj.get("kind"))
-    check = _BY_KIND.get(kind, _OBJECT)
-    fits = _FITS.get(kind)
-    if fits is None:
-        fits = _FITS[kind] = _compile(check)
+    check = _BY_KIND.get(str(obj.get("kind")), _OBJECT)
+    fits = _FITS.get(check) or _compiled(check)
     if fits(obj):
         return None
     try:
@@ -490,13 +488,13 @@ _BY_KIND: dict[str, _Check] = {
 # -- the fast path -----------------------------------------------------------------------------
 #
 # Nearly every object fits, and the checkers above pay a call per field and a path for the
-# message. ``_compile`` turns a checker into one generated function per mapping shape, with
+# message. ``_compiled`` turns a checker into one generated function per mapping shape, with
 # lists, maps and leaves inlined, that only answers whether the object fits (and removes
 # nulls and cuts messages as the checkers do). Only an object it rejects goes through the
 # checkers again, for the message; both edits are idempotent, so the second walk sees the
 # same object the first one would have.
 
-_FITS: dict[str, Callable[[Any], bool]] = {}
+_FITS: dict[_Check, Callable[[Any], bool]] = {}
 _LEAVES: dict[_Check, str] = {
     _str: "{v}.__class__ is not str",
     _name: "{v}.__class__ is not str or not {v} or len({v}) > MAX_NAME",
@@ -516,7 +514,8 @@ def _quantity_ok(v: Any) -> bool:
 
 
 class _Generator:
-    """Python source for the fast functions, one per ``_fields`` checker."""
+    """The fast functions, one per ``_fields`` checker, generated when a kind is first
+    checked; kinds share the functions of the parts they share (pod templates, metadata)."""
 
     def __init__(self) -> None:
         self.names: dict[_Check, str] = {}
@@ -526,6 +525,14 @@ class _Generator:
             "_GOOD_QUANTITIES": _GOOD_QUANTITIES, "_quantity_ok": _quantity_ok,
         }
         self._n = 0
+
+    def compile(self, check: _Check) -> Callable[[Any], bool]:
+        """The fast function for the mapping checker ``check``, with those it calls."""
+        self.lines = []
+        name = self.function(check)
+        exec("\n".join(self.lines), self.scope)  # our own source, made from the tables above
+        fits: Callable[[Any], bool] = self.scope[name]
+        return fits
 
     def fresh(self, base: str) -> str:
         self._n += 1
@@ -612,9 +619,13 @@ class _Generator:
         return head + self.value(rest[0], item, depth + 1)
 
 
-def _compile(check: _Check) -> Callable[[Any], bool]:
-    gen = _Generator()
-    name = gen.function(check)
-    exec("\n".join(gen.lines), gen.scope)  # our own source, made from the tables above
-    fits: Callable[[Any], bool] = gen.scope[name]
-    return fits
+_GENERATOR = _Generator()
+_COMPILING = threading.Lock()  # watch threads check objects concurrently
+
+
+def _compiled(check: _Check) -> Callable[[Any], bool]:
+    with _COMPILING:
+        fits = _FITS.get(check)
+        if fits is None:
+            fits = _FITS[check] = _GENERATOR.compile(check)
+        return fits
