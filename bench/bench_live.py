@@ -646,12 +646,13 @@ def new_pod_first(view: Any, a: argparse.Namespace) -> dict[str, Any] | None:
 def card_split(view: Any, target: str, runs: int) -> dict[str, list[float]]:
     """A warm ``/gpu why-pending`` answer, split (ms per run): the diagnosis, rendering the
     Block Kit messages, posting the card to the fake Slack on loopback, then its thread
-    (the steps of ``SlackBot.post_answer``); ``card`` is when the card is posted, from the
+    (the steps of ``Diagnoses.post_answer``); ``card`` is when the card is posted, from the
     diagnosis' start."""
     sys.path.insert(0, str(REPO))
-    from bot.slack.app import Request, SlackBot
+    from bot.slack.app import SlackBot
     from bot.slack.commands import parse
     from bot.slack.config import Settings
+    from bot.slack.request import Request
     from handlers import why_pending
     from handlers.target import parse_target
     from handlers.view import Reader
@@ -671,11 +672,11 @@ def card_split(view: Any, target: str, runs: int) -> dict[str, list[float]]:
                 t0 = time.perf_counter()
                 diag = why_pending.run(Reader(view), parse_target(target))
                 t1 = time.perf_counter()
-                rendered = bot.render(cmd, diag, req)
+                rendered = bot.diagnoses.render(cmd, diag, req)
                 t2 = time.perf_counter()
-                ts = bot._post(req.channel, rendered.card)
+                ts = bot.poster.post(req.channel, rendered.card, unfurl=False)
                 t3 = time.perf_counter()
-                bot._post_thread(req.channel, ts, rendered, cmd, diag)
+                bot.diagnoses.post_thread(req.channel, ts, rendered, cmd, diag)
                 t4 = time.perf_counter()
                 for key, sec in (("diagnosis", t1 - t0), ("render", t2 - t1),
                                  ("card post", t3 - t2), ("thread", t4 - t3), ("card", t3 - t0)):

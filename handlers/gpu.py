@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from handlers.knowledge.nodes import gpu_label_evidence, plugin_evidence
 from handlers.kube.quantity import parse_quantity
+from handlers.memo import Memos, Table
 
 Obj = dict[str, Any]
 
@@ -88,27 +89,27 @@ class GpuTraits(NamedTuple):
     expected: int | None  # expected_gpu_count
 
 
-# node name -> its traits; see gpu_traits
-_TRAITS: dict[str, GpuTraits] = {}
+# node name -> its traits, in each Memos; see gpu_traits
+_TRAITS: Table[str, GpuTraits] = Table(50_000)
 
 
-def gpu_traits(node: Mapping[str, Any]) -> GpuTraits:
-    """What diagnoses ask of every node, remembered for the node object when it carries a
-    uid (API objects are replaced, never edited, when they change), as ``pod_facts`` does
-    for pods. A node's newer version takes the older one's entry."""
+def gpu_traits(node: Mapping[str, Any], memos: Memos | None = None) -> GpuTraits:
+    """What diagnoses ask of every node, remembered in ``memos`` (the diagnosis's when None,
+    see handlers/memo.py) for the node object when it carries a uid (API objects are
+    replaced, never edited, when they change), as ``pod_facts`` does for pods. A node's
+    newer version takes the older one's entry."""
     meta = node.get("metadata") or {}
     name = str(meta.get("name") or "")
-    hit = _TRAITS.get(name)
+    kept = _TRAITS.of(memos)
+    hit = kept.get(name) if kept is not None else None
     if hit is not None and hit.node is node:
         return hit
     alloc = (node.get("status") or {}).get("allocatable") or {}
     traits = GpuTraits(node, name, advertises_gpus(node) or has_gpu_labels(node),
                        frozenset(r for r in alloc if is_gpu_resource(r)),
                        driver_version(node), cuda_version(node), expected_gpu_count(node))
-    if meta.get("uid"):
-        if len(_TRAITS) >= 50_000:
-            _TRAITS.clear()
-        _TRAITS[name] = traits
+    if kept is not None and meta.get("uid"):
+        kept.keep(name, traits)
     return traits
 
 

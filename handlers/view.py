@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from handlers.runtime.source import MetricsSource
 
 from handlers.kube.shape import cut_long_lines
+from handlers.memo import Memos, use
 
 Obj = dict[str, Any]
 
@@ -54,6 +55,13 @@ class ClusterView(Protocol):
     @property
     def source(self) -> str:
         """Where the data comes from, for the user: ``snapshot examples/x``, ``context prod``."""
+        ...
+
+    @property
+    def memos(self) -> Memos | None:
+        """What diagnoses remember of the cluster state this view hands out (see
+        handlers/memo.py); None: each Reader keeps its own. A view that wraps another hands
+        out the other's, or its diagnoses start cold every time."""
         ...
 
     def list(
@@ -102,6 +110,12 @@ class Reader:
         # What checks work out once from this Reader's reads (the chain's inventories): it
         # lives and dies with the Reader, as those reads do.
         self.memo: dict[str, Any] = {}
+        # What diagnoses remember between them, owned by the view's cluster state (one of
+        # our own without one); current in this context while we live (handlers/memo.py).
+        # (getattr: tests' hand-written views leave it out.)
+        memos: Memos | None = getattr(view, "memos", None)
+        self.memos = Memos() if memos is None else memos
+        use(self)
 
     def _fail(self, err: ViewError, kind: str) -> None:
         if err.fatal:

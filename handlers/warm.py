@@ -44,12 +44,13 @@ def warm(reader: Reader) -> Warmed:
     """Memos built, then one pending GPU pod of each kind diagnosed."""
     device_plugin_nodes(reader)
     nodes = reader.list("Node")
-    traits = node_table(nodes).traits
-    newest_drivers(nodes)
+    memos = reader.memos  # the view's, kept for the diagnoses to come
+    traits = node_table(nodes, memos).traits
+    newest_drivers(nodes, memos)
     gpu = [t.name for t in traits if t.gpu_like]
     pods = reader.pods_on(gpu)
     for t in traits:
-        node_info(t.node, pods.get(t.name, []), t.name)
+        node_info(t.node, pods.get(t.name, []), t.name, memos)
     pending = []
     for pod in pending_kinds(reader):
         target = Target("Pod", name_of(pod), ns_of(pod))

@@ -76,14 +76,14 @@ class Env:
 
     def bot(self, *, store: str = "sqlite", approvers: tuple[str, ...] = (APPROVER, GROUP),
             allow_self: bool = False, ttl: float = 900.0, verify_timeout: float = 20.0,
-            usergroups: dict[str, list[str]] | None = None) -> BotHarness:
+            usergroups: dict[str, list[str]] | None = None, **settings: Any) -> BotHarness:
         def approvals(settings: Settings) -> Approvals:
             policy = Policy(approvers, allow_self, ttl, verify_timeout)
             cluster = Cluster(self.client(), timeout=5)
             return Approvals(self.store(store), cluster, policy, clock=self.clock,
                              runner=Runner(cluster, verify_timeout=verify_timeout, poll=0.05))
 
-        h = BotHarness(view=self.view, approvals=approvals)
+        h = BotHarness(view=self.view, approvals=approvals, **settings)
         h.slack.usergroups.update(usergroups or {GROUP: [GROUPIE]})
         self.harnesses.append(h.start())
         return h
@@ -498,6 +498,29 @@ def test_bad_action_commands_are_answered_with_usage(env: Env) -> None:
         assert status == 200 and expect in body["text"], (text, body)
     h.command("restart-plugin no-such-node", user=REQUESTER)
     assert "there is no node" in ephemerals(h, REQUESTER)[0]
+
+
+def test_action_requests_pass_the_channel_map_and_the_rate_limit(env: Env) -> None:
+    h = env.bot(channel_namespaces={"C0CHAN1": frozenset({"ml-team"})}, rate_limit=2)
+    _, body, _ = h.command("cordon gpu-node-1", user=OTHER, channel="C0OTHER",
+                           channel_name="random")
+    assert body["response_type"] == "ephemeral" and "is not set up for gpubot" in body["text"]
+    value = json.dumps({"v": 1, "a": "restart-device-plugin", "n": "gpu-node-1"})
+    h.action("gpubot_action_1", value, message_ts="1700000000.000078", user=OTHER,
+             channel="C0OTHER", channel_name="random")
+    note = h.slack.wait_for("chat.postEphemeral")[0].params
+    assert note["thread_ts"] == "1700000000.000078" and "is not set up" in note["text"]
+    for _ in range(2):
+        assert "rate" not in h.command("audit", user=REQUESTER)[1]["text"]
+    _, body, _ = h.command("audit", user=REQUESTER)
+    assert "2 commands in the last minute" in body["text"]
+    h.action("gpubot_action_1", value, message_ts="1700000000.000079", user=REQUESTER)
+    assert "2 commands in the last minute" in ephemerals(h, REQUESTER)[0]
+    metrics = h.get("/metrics")[1]
+    assert 'gpubot_commands_total{command="audit",outcome="rate_limited"} 1.0' in metrics
+    assert 'outcome="refused"' not in metrics  # action requests never counted these
+    time.sleep(0.3)
+    assert not h.slack.calls("chat.postMessage")
 
 
 def test_without_approvals_actions_are_not_run(tmp_path: Path) -> None:

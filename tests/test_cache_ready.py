@@ -90,27 +90,28 @@ def test_warm_builds_every_nodes_node_info_from_the_cached_objects(tmp_path: Pat
         cache = live.watch()
         try:
             assert cache.wait_synced(30)
-            nodeinfo._REMEMBERED.clear()
-            node_table._last = None
-            warmed = warm(Reader(live))
+            reader = Reader(live)  # the cache's memos, current while it lives
+            assert reader.memos is cache.memos
+            warmed = warm(reader)
+            infos = nodeinfo._NODES.of(cache.memos)
+            assert infos is not None
             nodes = live.list("Node")
-            assert 0 < warmed.gpu_nodes <= len(nodes) == len(nodeinfo._REMEMBERED)
+            assert 0 < warmed.gpu_nodes <= len(nodes) == len(infos)
             # The pending GPU pod's verdicts on every node are kept: its first diagnosis
             # finds them (simulate hands out the very fits the warm-up made).
             assert warmed.pending == ["ml-team/train-0"]
-            kept = {name: list(info.verdicts.values())
-                    for name, info in nodeinfo._REMEMBERED.items()}
+            kept = {name: list(info.verdicts.values()) for name, info in infos.items()}
             pod = live.get("Pod", "train-0", "ml-team")
             assert pod is not None
             fits = simulate(pod, nodes, cache.pods_on([n["metadata"]["name"] for n in nodes]))
             for fit in fits:
                 assert any(fit is k for k in kept[fit.node]), fit.node
             # Built from the very objects the cache hands out: a diagnosis will hit them.
-            for name, info in nodeinfo._REMEMBERED.items():
+            for name, info in infos.items():
                 assert info.node is live.get("Node", name)
                 assert info.pods is cache.pods_on([name])[name] or not info.pods
-            warmed = node_table._last
-            assert warmed is not None and node_table(nodes) is warmed[2]
+            table = node_table.kept(cache.memos)
+            assert table is not None and node_table(nodes, cache.memos) is table
         finally:
             cache.stop()
             live.close()

@@ -67,9 +67,11 @@ def test_fits_if_leaves_the_warm_caches_alone() -> None:
     target, ns = _cordoned_target()
     reader = Reader(load_snapshot(_snapshot_of(CORDONED)))
     why_pending.run(reader, parse_target(target, ns))
-    before = dict(nodeinfo._REMEMBERED)
+    kept = nodeinfo._NODES.of(reader.memos)
+    assert kept
+    before = dict(kept)
     why_pending.run(reader, parse_target(target, ns))
-    assert all(nodeinfo._REMEMBERED.get(k) is v for k, v in before.items())
+    assert all(kept.get(k) is v for k, v in before.items())
 
 
 def test_pending_rows_carry_fits_if() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from handlers.kube.resources import (
     pod_requests,
     same_pod,
 )
+from tests.diagnosing import Diagnosing
 
 Obj = dict[str, Any]
 GI = 2.0**30
@@ -171,15 +173,24 @@ def test_node_requested_skips_terminated_pods() -> None:
     assert node_requested(pods) == {"cpu": 0.7, "nvidia.com/gpu": 7.0}
 
 
+def test_nothing_is_memoised_outside_a_diagnosis() -> None:
+    def outside() -> None:
+        real = pod([ctr({"cpu": "1"})], uid="u-1")
+        assert pod_requests(real) == {"cpu": 1.0}
+        assert R._PODS.of() is None
+
+    contextvars.Context().run(outside)  # as a thread no diagnosis ran in
+
+
 def test_memoised_by_identity_only_for_api_objects() -> None:
-    clear_cache()
+    diagnosis = Diagnosing()
     real = pod([ctr({"cpu": "1"})], uid="u-1")
     assert pod_requests(real) == {"cpu": 1.0}
     pod_requests(real)["cpu"] = 99.0  # callers get a copy
     assert pod_requests(real) == {"cpu": 1.0}
     twin = pod([ctr({"cpu": "2"})], uid="u-1")  # same uid, another object: not confused
     assert pod_requests(twin) == {"cpu": 2.0}
-    assert len(R._CACHE) == 1  # the newer version took the entry: nothing stale kept alive
+    assert len(R._PODS.of(diagnosis.memos) or ()) == 1  # the newer version took the entry
     fixture = pod([ctr({"cpu": "1"})])  # no uid: never cached, so mutation is seen
     assert pod_requests(fixture) == {"cpu": 1.0}
     fixture["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "3"
@@ -203,7 +214,7 @@ def test_same_pod(a: Obj, b: Obj, same: bool) -> None:
 
 
 def test_requests_are_cached_per_pod_and_stay_correct() -> None:
-    clear_cache()
+    diagnosis = Diagnosing()
     pods = [pod([ctr({"cpu": f"{100 + i % 7}m", "memory": f"{1 + i % 3}Gi",
                       "nvidia.com/gpu": str(i % 2)}), ctr({"cpu": "50m", "memory": "64Mi"})],
                 uid=f"u-{i}") for i in range(3_000)]
@@ -211,5 +222,4 @@ def test_requests_are_cached_per_pod_and_stay_correct() -> None:
     warm = node_requested(pods)
     assert cold == warm
     assert cold["nvidia.com/gpu"] == 1_500
-    assert len(R._CACHE) >= 3_000
-    clear_cache()
+    assert len(R._PODS.of(diagnosis.memos) or ()) >= 3_000

@@ -1114,7 +1114,8 @@ def test_a_heartbeat_keeps_the_cached_node_and_its_node_info(
     view, cache = warm
     node = view.get("Node", "gpu-0")
     assert node is not None
-    info = node_info(node, view.list("Pod", field_selector="spec.nodeName=gpu-0"))
+    info = node_info(node, view.list("Pod", field_selector="spec.nodeName=gpu-0"),
+                     memos=cache.memos)
     changes = cache.stats()["kinds"]["Node"]["changes"]
     live = fresh.store.find("Node", "gpu-0")
     assert live is not None and live["status"]["conditions"]
@@ -1123,7 +1124,8 @@ def test_a_heartbeat_keeps_the_cached_node_and_its_node_info(
     fresh.store.put(live)
     wait_until(lambda: cache.stats()["kinds"]["Node"]["changes"] > changes)
     assert view.get("Node", "gpu-0") is node
-    assert node_info(node, view.list("Pod", field_selector="spec.nodeName=gpu-0")) is info
+    assert node_info(node, view.list("Pod", field_selector="spec.nodeName=gpu-0"),
+                     memos=cache.memos) is info
     live["metadata"]["labels"]["nvidia.com/gpu.product"] = "NVIDIA-H100-80GB-HBM3"
     fresh.store.put(live)
     wait_until(lambda: view.get("Node", "gpu-0") is not node)

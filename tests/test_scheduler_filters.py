@@ -15,9 +15,9 @@ from handlers.kube.affinity import (
     match_node_selector_terms,
     node_matches_pod,
 )
-from handlers.kube.resources import clear_cache
 from handlers.kube.taints import tolerates, untolerated
 from handlers.scheduler.filters import NodeFit, simulate
+from tests.diagnosing import Diagnosing
 
 Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -678,7 +678,13 @@ def _cluster(n_nodes: int, n_pods: int, seed: int = 7) -> tuple[list[Obj], dict[
     return nodes, dict(by_node)
 
 
-def test_large_cluster_cached_and_fresh_results_agree() -> None:
+@pytest.fixture
+def diagnosing() -> Diagnosing:
+    """Memos current for the test, as during a diagnosis: what is worked out is kept."""
+    return Diagnosing()
+
+
+def test_large_cluster_cached_and_fresh_results_agree(diagnosing: Diagnosing) -> None:
     # Speed is measured in bench/, never here; this checks the per-pod cache gives the same
     # verdicts on a second run as on a cold one.
     nodes, by_node = _cluster(200, 3_000)
@@ -686,8 +692,7 @@ def test_large_cluster_cached_and_fresh_results_agree() -> None:
                     tolerations=[tol("nvidia.com/gpu", "Exists")],
                     node_selector={"nvidia.com/gpu.product": "H100"},
                     labels={"app": "app-0"}, affinity=anti(ZONE, {"app": "nothing"}))
-    clear_cache()
-    fits = simulate(target, nodes, by_node)
+    fits = simulate(target, nodes, by_node)  # cold: the fixture's memos are new
     again = simulate(copy.deepcopy(target), nodes, by_node)
     assert len(fits) == 200
     assert any(f.fits for f in fits)
@@ -703,7 +708,8 @@ def _api(obj: Obj, uid: str) -> Obj:
     return obj
 
 
-def test_node_info_is_remembered_for_the_same_objects_and_redone_when_one_changes() -> None:
+def test_node_info_is_remembered_for_the_same_objects_and_redone_when_one_changes(
+        diagnosing: Diagnosing) -> None:
     from handlers.scheduler.nodeinfo import node_info
 
     node = _api(mk_node("ni-1"), "node-ni-1")
@@ -723,7 +729,8 @@ def test_node_info_is_remembered_for_the_same_objects_and_redone_when_one_change
     assert node_info(bare, []) is not node_info(bare, [])
 
 
-def test_fits_are_reused_while_node_and_pods_stay_and_follow_what_the_pod_asks() -> None:
+def test_fits_are_reused_while_node_and_pods_stay_and_follow_what_the_pod_asks(
+        diagnosing: Diagnosing) -> None:
     node = _api(mk_node("fr-1", taints=[taint("nvidia.com/gpu")]), "node-fr-1")
     holder = _api(mk_pod("holder", node="fr-1", phase="Running", requests=GPU4), "pod-holder")
     by_node = {"fr-1": [holder]}
@@ -740,7 +747,8 @@ def test_fits_are_reused_while_node_and_pods_stay_and_follow_what_the_pod_asks()
     assert not after.fits and after.free["nvidia.com/gpu"] == 0
 
 
-def test_node_level_verdicts_outlive_pod_changes_but_not_a_node_change() -> None:
+def test_node_level_verdicts_outlive_pod_changes_but_not_a_node_change(
+        diagnosing: Diagnosing) -> None:
     from handlers.scheduler.nodeinfo import node_info
 
     node = _api(mk_node("nv-1", taints=[taint("nvidia.com/gpu")]), "node-nv-1")
@@ -762,7 +770,8 @@ def test_node_level_verdicts_outlive_pod_changes_but_not_a_node_change() -> None
     assert [r.filter for r in fresh.rejections] == ["NodeResourcesFit"]
 
 
-def test_a_running_target_is_not_its_own_neighbour_on_a_remembered_node() -> None:
+def test_a_running_target_is_not_its_own_neighbour_on_a_remembered_node(
+        diagnosing: Diagnosing) -> None:
     node = _api(mk_node("rt-1"), "node-rt-1")
     target = _api(mk_pod("train", node="rt-1", phase="Running", requests=GPU4), "pod-train")
     other = _api(mk_pod("other", node="rt-1", phase="Running",
@@ -774,7 +783,8 @@ def test_a_running_target_is_not_its_own_neighbour_on_a_remembered_node() -> Non
     assert fit.free["nvidia.com/gpu"] == 7 and fit.holders == [("ml/other", 1.0)]
 
 
-def test_verdicts_outlive_a_status_change_of_the_node_s_pods_but_not_a_new_ask() -> None:
+def test_verdicts_outlive_a_status_change_of_the_node_s_pods_but_not_a_new_ask(
+        diagnosing: Diagnosing) -> None:
     node = _api(mk_node("vs-1"), "node-vs-1")
     holder = _api(mk_pod("holder", node="vs-1", phase="Running", requests=GPU4), "pod-vs-h")
     probe = mk_pod("probe", requests=GPU4)

@@ -183,6 +183,24 @@ def test_rate_limit_per_user_answers_politely() -> None:
         assert "Diagnosing" in h.command("nodes", user="U0OTHER")[1]["text"]
 
 
+def test_a_recheck_passes_the_rate_limit_and_the_channel_map() -> None:
+    with BotHarness(CRASHLOOP, rate_limit=2,
+                    channel_namespaces={"C0CHAN1": frozenset({"ml-team"})}) as h:
+        value = json.dumps({"q": ["why-pending", "research/train-0"], "c": []})
+        for _ in range(3):
+            assert h.action("gpubot_recheck", value, message_ts="1700000000.000001")[0] == 200
+        replies = [c.params for c in h.slack.wait_for("response_url", 3)]
+        assert all(r["response_type"] == "ephemeral" for r in replies)
+        told = sorted(r["text"] for r in replies)
+        assert ["may only query `ml-team`" in t for t in told].count(True) == 2
+        assert ["2 commands in the last minute" in t for t in told].count(True) == 1
+        metrics = h.get("/metrics")[1]
+        assert 'gpubot_commands_total{command="why-pending",outcome="refused"} 2.0' in metrics
+        assert ('gpubot_commands_total{command="why-pending",outcome="rate_limited"} 1.0'
+                in metrics)
+        assert h.slack.calls("chat.update") == []
+
+
 def test_channels_may_only_query_their_namespaces_and_refusals_are_logged(
         caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger="gpubot.slack.access")
@@ -345,13 +363,13 @@ def test_tokens_and_secrets_never_reach_the_logs(caplog: pytest.LogCaptureFixtur
 
 
 def test_a_cut_answer_gets_the_full_report_attached_in_its_thread(h: BotHarness) -> None:
-    from bot.slack.app import Request
     from bot.slack.commands import parse
+    from bot.slack.request import Request
     from tests.test_slack_blocks import huge_diagnosis
 
     assert h.bot is not None
     req = Request("U0USER1", "C0CHAN1", "ml-team", h.slack.response_url("big"), time.monotonic())
-    h.bot.post_answer(parse("why-pending ml-team/train-0"), huge_diagnosis(), req)
+    h.bot.diagnoses.post_answer(parse("why-pending ml-team/train-0"), huge_diagnosis(), req)
     posts = h.slack.calls("chat.postMessage")
     card_ts = "1700000000.000001"
     assert all(p.params.get("thread_ts") == card_ts for p in posts[1:])

@@ -129,6 +129,18 @@ def test_mentions_share_the_slash_commands_rate_limit() -> None:
         assert ["Diagnosing" in t for t in texts].count(True) == 1
 
 
+def test_a_mention_too_long_to_read_is_answered_privately_in_its_thread(h: BotHarness) -> None:
+    _, ts = mention(h, f"<@{BOT_USER}> why-pending " + "x" * 2000)
+    note = ephemerals(h)[0].params
+    assert note["thread_ts"] == ts and note["user"] == "U0USER1"
+    assert note["text"] == ("That command is 2,012 characters long; gpubot reads at most "
+                            "2,000.")
+    time.sleep(0.3)
+    assert h.slack.calls("chat.postMessage") == []
+    assert 'gpubot_commands_total{command="unknown",outcome="usage_error"} 1.0' in h.get(
+        "/metrics")[1]
+
+
 def test_mentions_follow_the_channel_map_by_id_and_by_name() -> None:
     with BotHarness(CRASHLOOP, channel_namespaces={"C0CHAN1": frozenset({"ml-team"}),
                                                    "#infra": frozenset({"*"})}) as h:

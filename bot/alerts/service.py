@@ -69,11 +69,11 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
 
     def post(channel: str, m: Message, thread_ts: str | None) -> str:
         pacer.wait(channel)
-        return bot._post(channel, m, thread_ts=thread_ts)
+        return bot.poster.post(channel, m, thread_ts, unfurl=False)
 
     def update(channel: str, ts: str, m: Message) -> None:
         pacer.wait(channel)
-        bot._call("chat_update", channel=channel, ts=ts, text=m.text, blocks=m.blocks)
+        bot.poster.update(channel, ts, m)
 
     def diagnose(cmd: Command, channel: str) -> Diagnosis:
         # The channel map holds for alerts too: no namespace's data in a channel that may
@@ -83,7 +83,7 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
             raise NotAllowed(resolved.message)
         deadline = Deadline(settings.deadline)
         deadline.start()
-        return bot.diagnose(resolved, deadline, bot.policy.allowed(channel, ""))
+        return bot.diagnoses.diagnose(resolved, deadline, bot.policy.allowed(channel, ""))
 
     def render(cmd: Command, diag: Diagnosis) -> Rendered:
         return bot.renderer.render(diag, argv=cmd.argv(), source=bot.view.source,

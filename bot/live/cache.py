@@ -45,6 +45,7 @@ from handlers.kube.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from handlers.memo import Memos
 from handlers.view import Obj
 
 from .errors import ApiForbidden, Op
@@ -291,6 +292,9 @@ class WatchCache:
         self._hold = threading.Condition()
         self._readers = 0  # diagnoses reading now (see reading)
         self._held_since: float | None = None  # when watch events first waited for them
+        # What diagnoses work out from the cached objects, kept as long as the cache: it
+        # replaces an object that changes, never edits it (handlers/memo.py).
+        self.memos = Memos()
 
     @property
     def kinds(self) -> tuple[str, ...]:

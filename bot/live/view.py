@@ -33,6 +33,7 @@ from bot.snapshot.events import event_time, involved_key
 from bot.snapshot.logs import join_parts, termination_messages
 from bot.snapshot.model import LoadProblem
 from handlers.kube.selectors import SelectorError
+from handlers.memo import Memos
 from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 
 from .errors import ApiForbidden, KubeconfigError, Op
@@ -138,6 +139,14 @@ class LiveView:
     @property
     def server(self) -> str:
         return self.transport.server
+
+    @property
+    def memos(self) -> Memos | None:
+        """The watch cache's (its objects are one evolving cluster state, see
+        handlers/memo.py); None without one: direct reads hand out new objects every time,
+        so each diagnosis keeps its own."""
+        cache = self.cache
+        return cache.memos if cache is not None else None
 
     @property
     def problems(self) -> builtins.list[LoadProblem]:

@@ -10,11 +10,13 @@ objects, the blast radius, who asked, when it expires, and Approve / Deny button
 confirm dialog. A card from a finding goes in the verdict card's thread; one from a
 command goes in the channel and its thread gets the progress.
 
-A click is acknowledged at once; the rules are checked on the server (``requests.check``)
-and every refusal is an ephemeral message to the clicker. The one click that moves the
-request out of ``pending`` (a compare-and-swap in the store) runs it: the card says who
-approved it and when, the thread gets the verification ("GPUs back on gpu-node-7 after
-41 s (8/8); ml-team/train-0 scheduled") or what did not recover. Every step is audited.
+A request is read here (``ParseAction``, ``read_finding``), then passes the rate limit and
+the channel map (``guards``, attached in ``app.py``). A click is acknowledged at once; the
+rules are checked on the server when it is clicked (``requests.check``), and every refusal
+is an ephemeral message to the clicker. The one click that moves the request out of
+``pending`` (a compare-and-swap in the store) runs it: the card says who approved it and
+when, the thread gets the verification ("GPUs back on gpu-node-7 after 41 s (8/8);
+ml-team/train-0 scheduled") or what did not recover. Every step is audited.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from slack_bolt import Ack, App
+from slack_bolt import Ack, BoltContext, BoltRequest
 from slack_sdk.errors import SlackApiError
 
 from bot.actions import units
@@ -51,13 +54,14 @@ from bot.actions.requests import (
 )
 from bot.actions.units import ALL, ActionError, Plan
 from bot.live.errors import LiveError
-from bot.slack.access import Refusal
+from bot.slack.blocks import Message
 from bot.slack.commands import Command, CommandError, tokenize
+from bot.slack.guards import Guard
+from bot.slack.metrics import Metrics
 from bot.slack.mrkdwn import code, escape
+from bot.slack.poster import Poster, error_name
+from bot.slack.request import Asked, Request, asked, field
 from bot.store import Store, StoreError
-
-if TYPE_CHECKING:
-    from bot.slack.app import SlackBot
 
 log = logging.getLogger("gpubot.slack.approvals")
 
@@ -78,6 +82,45 @@ HELP = (
 )
 USAGE = ("restart-plugin NODE  ·  restart-plugin --all  ·  cordon NODE  ·  uncordon NODE  ·  "
          "audit [N]")
+# An action acts on nodes: it may be asked for where node-level commands may run.
+NODE_LEVEL = Command("nodes")
+
+
+def asks_for_an_action(text: str) -> bool:
+    """``restart-plugin``, ``cordon``, ``uncordon``, ``audit``: not a diagnosis."""
+    try:
+        words = tokenize(text)
+    except CommandError:
+        return False
+    return bool(words) and words[0].lower() in WORDS
+
+
+def action_command(body: dict[str, Any]) -> bool:
+    """Bolt matcher: a ``/gpu`` command asking for an action."""
+    return asks_for_an_action(field(body, "text"))
+
+
+@dataclass(frozen=True)
+class ActionAsked(Asked):
+    """An action request as read: ``name`` is the action; what it acts on, and where
+    it comes from."""
+
+    target: str = ""  # a node, --all, or audit's N
+    source: str = "command"  # or "finding CODE": the button of a verdict card's finding
+    pending_pods: tuple[tuple[str, str], ...] = ()  # the diagnosis' pod, to report on after
+
+
+class ParseAction(Guard):
+    """``/gpu restart-plugin NODE`` ...: read into an ActionAsked, or usage answered."""
+
+    def admit(self, asked: Asked) -> Asked | None:
+        try:
+            name, target = _parse(tokenize(asked.text))
+        except CommandError as err:
+            asked.answer(f":warning: {err}\nTry: {code(f'{asked.prefix} {USAGE}')}")
+            return None
+        return ActionAsked(asked.request, asked.answer, text=asked.text, prefix=asked.prefix,
+                           name=name, command=NODE_LEVEL, target=target)
 
 
 class GroupMembers:
@@ -102,7 +145,7 @@ class GroupMembers:
             users = {str(u) for u in resp.get("users") or []}
         except SlackApiError:
             # Unknown group or missing scope (usergroups:read): nobody is a member, for
-            # now (not cached: the next click asks again). SlackBot._call logs the error.
+            # now (not cached: the next click asks again). Poster.call logs the error.
             return set()
         with self._lock:
             self._cache[group] = (now, users)
@@ -123,16 +166,20 @@ class Approvals:
         self._clock = clock
         # Planning and runs (a verification waits up to verify_timeout): off Bolt's threads.
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix="gpubot-action")
-        self._bot: SlackBot | None = None
+        self._poster: Poster | None = None
+        self._metrics: Metrics | None = None
+        self.slash = "/gpu"
         self.members: Callable[[str], set[str]] = lambda group: set()
 
     # -- wiring -----------------------------------------------------------------------------
 
-    def attach(self, bot: SlackBot, app: App) -> None:
-        self._bot = bot
-        self.members = GroupMembers(bot._call)
-        app.action(APPROVE)(self.on_approve)
-        app.action(DENY)(self.on_deny)
+    def attach(self, poster: Poster, metrics: Metrics, slash: str) -> None:
+        """Start answering in Slack: through ``poster``, counting in ``metrics``, hints
+        written for ``slash``. Runs a crashed bot's leftovers to their end (``recover``)."""
+        self._poster = poster
+        self._metrics = metrics
+        self.slash = slash
+        self.members = GroupMembers(poster.call)
         self._submit(self.recover)
 
     def recover(self) -> int:
@@ -161,21 +208,13 @@ class Approvals:
         return found
 
     @property
-    def bot(self) -> SlackBot:
-        assert self._bot is not None, "Approvals.attach() was not called"
-        return self._bot
+    def poster(self) -> Poster:
+        assert self._poster is not None, "Approvals.attach() was not called"
+        return self._poster
 
     def close(self) -> None:
         self.executor.shutdown(wait=True, cancel_futures=False)
         self.store.close()
-
-    @staticmethod
-    def handles(text: str) -> bool:
-        try:
-            words = tokenize(text)
-        except CommandError:
-            return False
-        return bool(words) and words[0].lower() in WORDS
 
     def _submit(self, fn: Callable[..., object], *args: Any) -> None:
         def run() -> None:
@@ -188,67 +227,60 @@ class Approvals:
 
     # -- requests -----------------------------------------------------------------------------
 
-    def on_command(self, ack: Ack, body: dict[str, Any]) -> None:
-        user, channel = _s(body, "user_id"), _s(body, "channel_id")
-        slash = self.bot.settings.command
-        try:
-            words = tokenize(_s(body, "text"))
-            name, target = _parse(words)
-        except CommandError as err:
-            ack(text=f":warning: {err}\nTry: {code(f'{slash} {USAGE}')}",
-                response_type="ephemeral")
-            return
-        refused = self.bot._limit(user, name)
-        if refused:
-            ack(text=refused, response_type="ephemeral")
-            return
-        resolved = self.bot.policy.resolve(Command("nodes"), channel, _s(body, "channel_name"),
-                                           user)
-        if isinstance(resolved, Refusal):
-            ack(text=f":no_entry: {resolved.message}", response_type="ephemeral")
-            return
-        if name == "audit":
-            ack(**self.audit_message(int(target or 10)))
+    def on_command(self, ack: Ack, context: BoltContext) -> None:
+        """``/gpu restart-plugin NODE`` ..., read (``ParseAction``) and guarded."""
+        a = asked(context)
+        assert isinstance(a, ActionAsked)
+        if a.name == "audit":
+            ack(**self.audit_message(int(a.target or 10)))
             return
         if self.cluster is None:
             ack(text=":lock: Actions need a live cluster: this gpubot reads a snapshot.",
                 response_type="ephemeral")
             return
         ack(text=f":hourglass_flowing_sand: Preparing an approval request for "
-                 f"{code(f'{name} {target}')} ...", response_type="ephemeral")
-        self._submit(self.request, name, target, user, channel, None, "command", [])
+                 f"{code(f'{a.name} {a.target}')} ...", response_type="ephemeral")
+        self._submit(self.request, a.name, a.target, a.request.user, a.request.channel, None,
+                     a.source, [])
 
-    def on_finding(self, ack: Ack, body: dict[str, Any]) -> None:
-        """A finding's action button on a verdict card: a request in that card's thread."""
-        ack()
-        user, channel = _s(body, "user", "id"), _s(body, "channel", "id")
+    def read_finding(self, req: BoltRequest) -> ActionAsked | None:
+        """A finding's action button on a verdict card; answers are ephemeral messages in
+        that card's thread."""
+        body = req.body
+        user, channel = field(body, "user", "id"), field(body, "channel", "id")
         action = (body.get("actions") or [{}])[0]
         try:
             value = json.loads(action.get("value") or "{}")
             name = units.FROM_FINDING[str(value["a"])]
             node = str(value["n"])
         except (ValueError, KeyError, TypeError, AttributeError):
-            self._ephemeral(channel, user, None,
-                            ":warning: This button cannot be read. Run the command again.")
-            return
-        thread = (_s(body, "message", "thread_ts") or _s(body, "container", "message_ts")
-                  or _s(body, "message", "ts"))
+            self.poster.ephemeral(channel, user,
+                                  ":warning: This button cannot be read. Run the command again.")
+            return None
+        thread = (field(body, "message", "thread_ts") or field(body, "container", "message_ts")
+                  or field(body, "message", "ts"))
+
+        def answer(text: str, blocks: Sequence[dict[str, Any]] | None = None) -> None:
+            self.poster.ephemeral(channel, user, text, thread_ts=thread, blocks=blocks)
+
         if self.cluster is None:
-            self._ephemeral(channel, user, thread, ":lock: Actions need a live cluster: "
-                                                   "this gpubot reads a snapshot.")
-            return
-        resolved = self.bot.policy.resolve(Command("nodes"), channel,
-                                           _s(body, "channel", "name"), user)
-        if isinstance(resolved, Refusal):
-            self._ephemeral(channel, user, thread, f":no_entry: {resolved.message}")
-            return
-        refused = self.bot._limit(user, name)
-        if refused:
-            self._ephemeral(channel, user, thread, refused)
-            return
+            answer(":lock: Actions need a live cluster: this gpubot reads a snapshot.")
+            return None
+        request = Request(user, channel, field(body, "channel", "name"),
+                          field(body, "response_url") or None, time.monotonic(),
+                          thread_ts=thread)
         source = f"finding {value.get('c')}" if value.get("c") else "finding"
-        self._submit(self.request, name, node, user, channel, thread, source,
-                     _pods_of(str(value.get("t") or "")))
+        return ActionAsked(request, answer, prefix=self.slash, name=name, command=NODE_LEVEL,
+                           target=node, source=source,
+                           pending_pods=tuple(_pods_of(str(value.get("t") or ""))))
+
+    def on_finding(self, ack: Ack, context: BoltContext) -> None:
+        """A finding's button, read and guarded: a request in the card's thread."""
+        ack()
+        a = asked(context)
+        assert isinstance(a, ActionAsked)
+        self._submit(self.request, a.name, a.target, a.request.user, a.request.channel,
+                     a.request.thread_ts, a.source, list(a.pending_pods))
 
     def request(self, name: str, target: str, user: str, channel: str, thread: str | None,
                 source: str, pending_pods: list[tuple[str, str]]) -> None:
@@ -271,18 +303,15 @@ class Approvals:
         # Audited before the card is out: a quick approval must not be logged first.
         self._record("requested", req, source=source, problems=plan.problems)
         msg = card(req, self.policy)
-        args: dict[str, Any] = {"channel": channel, "text": msg["text"],
-                                "blocks": msg["blocks"]}
-        if thread:
-            args["thread_ts"] = thread
         try:
-            posted = self.bot._call("chat_postMessage", **args)
+            ts = self.poster.post(channel, Message("approval", msg["text"], msg["blocks"]),
+                                  thread)
         except SlackApiError as err:
             self._ephemeral(channel, user, thread, f":warning: Cannot post the approval card "
-                                                   f"here ({escape(_err(err))}).")
+                                                   f"here ({escape(error_name(err))}).")
             return
         with contextlib.suppress(StoreError):  # the clicks carry the card's ts anyway
-            self.requests.update(req["id"], {"card_ts": str(posted.get("ts") or "")})
+            self.requests.update(req["id"], {"card_ts": ts})
 
     # -- decisions ------------------------------------------------------------------------------
 
@@ -298,12 +327,12 @@ class Approvals:
         try:
             self._decide(body, approve)
         except StoreError as err:  # nothing runs without its record: say so to the clicker
-            self._ephemeral(_s(body, "channel", "id"), _s(body, "user", "id"), None,
+            self._ephemeral(field(body, "channel", "id"), field(body, "user", "id"), None,
                             f":x: Cannot record the decision, nothing was run: {escape(err)}")
 
     def _decide(self, body: dict[str, Any], approve: bool) -> None:
-        user, channel = _s(body, "user", "id"), _s(body, "channel", "id")
-        card_ts = _s(body, "container", "message_ts") or _s(body, "message", "ts")
+        user, channel = field(body, "user", "id"), field(body, "channel", "id")
+        card_ts = field(body, "container", "message_ts") or field(body, "message", "ts")
         rid = str(((body.get("actions") or [{}])[0]).get("value") or "")
         now = self._clock()
         rec = self.requests.get(rid) if rid else None
@@ -365,7 +394,7 @@ class Approvals:
         summary = "\n".join(lines) or "nothing to report"
         if not result.ok and not result.refused and (result.node or plan.target != ALL):
             node = result.node or plan.target
-            summary += f"\nNext: {code(f'{self.bot.settings.command} doctor {node}')}"
+            summary += f"\nNext: {code(f'{self.slash} doctor {node}')}"
         self._post(channel, thread, f"{icon} {summary}")
         state = DONE if result.ok else FAILED
         try:
@@ -421,23 +450,18 @@ class Approvals:
 
     def _record(self, event: str, req: dict[str, Any], **extra: Any) -> None:
         """The audit trail, and ``gpubot_commands_total{command=ACTION, outcome=EVENT}``."""
-        if self._bot is not None:
-            self._bot.metrics.count(str(req.get("action", "action")), event)
+        if self._metrics is not None:
+            self._metrics.count(str(req.get("action", "action")), event)
         self.audit(event, req, **extra)
 
     # -- Slack plumbing -------------------------------------------------------------------------
 
     def _ephemeral(self, channel: str, user: str, thread: str | None, text: str) -> None:
-        args: dict[str, Any] = {"channel": channel, "user": user, "text": text}
-        if thread:
-            args["thread_ts"] = thread
-        with contextlib.suppress(SlackApiError):
-            self.bot._call("chat_postEphemeral", **args)
+        self.poster.ephemeral(channel, user, text, thread_ts=thread)
 
     def _post(self, channel: str, thread: str, text: str) -> None:
         with contextlib.suppress(SlackApiError):
-            self.bot._call("chat_postMessage", channel=channel, thread_ts=thread, text=text,
-                           blocks=[_section(text)])
+            self.poster.post(channel, Message("progress", text, [_section(text)]), thread)
 
     def _update_card(self, channel: str, ts: str, req: dict[str, Any],
                      status: list[str]) -> None:
@@ -445,8 +469,7 @@ class Approvals:
             return
         msg = card(req, self.policy, status)
         with contextlib.suppress(SlackApiError):
-            self.bot._call("chat_update", channel=channel, ts=ts, text=msg["text"],
-                           blocks=msg["blocks"])
+            self.poster.update(channel, ts, Message("approval", msg["text"], msg["blocks"]))
 
 
 # -- the card ------------------------------------------------------------------------------
@@ -526,19 +549,6 @@ def _when(epoch: float) -> str:
 
 def _hhmm(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S UTC")
-
-
-def _s(d: Any, *path: str) -> str:
-    for key in path:
-        d = d.get(key) if isinstance(d, dict) else None
-    return d if isinstance(d, str) else ""
-
-
-def _err(err: SlackApiError) -> str:
-    try:
-        return str(err.response["error"])
-    except (KeyError, TypeError):
-        return str(err)
 
 
 def _parse(words: list[str]) -> tuple[str, str]:

@@ -2,24 +2,34 @@
 or inside a thread (where on-call talks about an incident, and where Slack lets no slash
 command be typed). The answer, card and proof, goes to that thread.
 
-A mention takes the slash command's path (``SlackBot.handle``): the same parsing, rate
-limit and channel -> namespace access. What the asker alone should see (usage, refusals,
-"Diagnosing ...") is an ephemeral message in the thread. A redelivered event (Slack
-retries with ``X-Slack-Retry-Num`` and the same ``event_id``) is dropped by the bot's
-``drop_repeats`` middleware before it reaches this listener.
+A mention takes the slash command's path: the same guards (rate limit, size, parsing, the
+channel -> namespaces map) and the same ``Diagnoses``. What the asker alone should see
+(usage, refusals, "Diagnosing ...") is an ephemeral message in the thread. A redelivered
+event (Slack retries with ``X-Slack-Retry-Num`` and the same ``event_id``) is dropped by
+``guards.DropRepeats`` before it reaches this listener. The channel map is asked last, off
+the listener thread: an event carries the channel's ID alone, and learning its name may
+take a Web API call, which the event's ack must not wait for.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from dataclasses import replace
+from functools import partial
+from typing import Any
 
-from slack_bolt import App
+from slack_bolt import BoltContext, BoltRequest
 
-if TYPE_CHECKING:
-    from bot.slack.app import SlackBot
+from bot.slack.access import AccessPolicy
+from bot.slack.approvals import asks_for_an_action
+from bot.slack.guards import ChannelAccess, Guard
+from bot.slack.mrkdwn import code
+from bot.slack.poster import Poster
+from bot.slack.request import Asked, Request, asked
 
 log = logging.getLogger("gpubot.slack.mentions")
 
@@ -44,66 +54,92 @@ def command_text(text: str, bot_user: str | None = None) -> str:
     return text.strip()
 
 
-class Mentions:
-    """The ``app_mention`` listener of a ``SlackBot``."""
+class ActionsNeedTheSlashCommand(Guard):
+    """An action (``cordon``, ``restart-plugin`` ...) asked for in a mention: approvals
+    take the slash command only, so the asker is shown that one."""
 
-    def __init__(self, bot: SlackBot, names_ttl: float = 600.0) -> None:
-        self.bot = bot
+    def __init__(self, slash: str) -> None:
+        self.slash = slash
+
+    def admit(self, asked: Asked) -> Asked | None:
+        if not asks_for_an_action(asked.text):
+            return asked
+        typed = f"{self.slash} {' '.join(asked.text.split()[:2])}"
+        asked.answer(f":point_right: Actions are asked for with the slash command: "
+                     f"{code(typed)}")
+        return None
+
+
+class Mentions:
+    """The ``app_mention`` listener and its reader."""
+
+    def __init__(self, poster: Poster, io: Executor, policy: AccessPolicy,
+                 access: ChannelAccess, answer: Callable[[Asked], None], *,
+                 clock: Callable[[], float] = time.monotonic, names_ttl: float = 600.0) -> None:
+        self.poster = poster
+        self.io = io
+        self.policy = policy
+        self.access = access
+        self.answer = answer  # Diagnoses.answer: the slash command's path from here on
+        self._clock = clock
         self.names_ttl = names_ttl
         self._names: dict[str, tuple[float, str]] = {}  # channel ID -> (when, name)
 
-    def register(self, app: App) -> None:
-        app.event("app_mention")(self.on_mention)
-
-    def on_mention(self, body: dict[str, Any], event: dict[str, Any]) -> None:
-        """Bolt acknowledges events itself once this returns: the rest (a channel-name
-        lookup may take a Web API call) runs on the bot's I/O pool."""
+    def read(self, req: BoltRequest) -> Asked | None:
+        """The mention's command; None (acked, nothing said) for another bot's message,
+        an edit, or an event that says not who asked where."""
+        body = req.body
+        event = body.get("event")
+        event = event if isinstance(event, dict) else {}
         if event.get("bot_id") or event.get("subtype"):
-            return  # another bot, or an edit: never answered (no loops, no reruns)
+            return None  # another bot, or an edit: never answered (no loops, no reruns)
         user, channel = str(event.get("user") or ""), str(event.get("channel") or "")
         ts = str(event.get("ts") or "")
         if not (user and channel and ts):
             log.info("app_mention without user, channel or ts: ignored")
-            return
-        received = self.bot._clock()
-        text = command_text(str(event.get("text") or ""), _bot_user(body))
-        thread = str(event.get("thread_ts") or ts)
+            return None
+        request = Request(user, channel, "", None, self._clock(),
+                          thread_ts=str(event.get("thread_ts") or ts))
+        return Asked(request, partial(self.poster.later, request),
+                     text=command_text(str(event.get("text") or ""), _bot_user(body)),
+                     prefix=MENTION_PREFIX)
+
+    def on_mention(self, context: BoltContext) -> None:
+        """Bolt acknowledges the event once this returns: the rest runs on the I/O pool."""
+        mention = asked(context)
         try:
-            self.bot.io.submit(self._handle, text, user, channel, thread, received)
+            self.io.submit(self._answer, mention)
         except RuntimeError:  # shutting down: no new work
             log.info("app_mention while stopping: ignored")
 
-    def _handle(self, text: str, user: str, channel: str, thread: str,
-                received: float) -> None:
-        from bot.slack.app import Request
-
-        req = Request(user, channel, self.channel_name(channel), None, received,
-                      thread_ts=thread)
-
-        def reply(text: str, blocks: Sequence[dict[str, Any]] | None = None) -> None:
-            self.bot._respond(req, text, blocks)  # already off the listener thread
-
+    def _answer(self, mention: Asked) -> None:
+        req = mention.request
         try:
-            self.bot.handle(text, req, reply, prefix=MENTION_PREFIX)
+            req = replace(req, channel_name=self.channel_name(req.channel))
+            # Already off the listener thread: answers go out from here.
+            admitted = self.access.admit(replace(mention, request=req,
+                                                 answer=partial(self.poster.respond, req)))
+            if admitted is not None:
+                self.answer(admitted)
         except Exception:  # a pool task's error would vanish in its Future: log it
-            log.exception("app_mention from %s in %s failed", user, channel)
+            log.exception("app_mention from %s in %s failed", req.user, req.channel)
 
     def channel_name(self, channel: str) -> str:
         """The channel's name, when the channel map names channels (``#gpu-ops``): an event
         carries only the ID, a slash command both. Looked up with conversations.info
         (channels:read, groups:read) and remembered; unknown ("") if that fails, so a
         channel mapped only by name is refused, never let through."""
-        channel_map = self.bot.policy.channel_map or {}
+        channel_map = self.policy.channel_map or {}
         if channel in channel_map or not any(key.startswith("#") for key in channel_map):
             return ""  # the ID decides, or names do not matter
-        now = self.bot._clock()
+        now = self._clock()
         known = self._names.get(channel)
         if known is not None and now - known[0] < self.names_ttl:
             return known[1]
         try:
-            info = self.bot._call("conversations_info", channel=channel)
+            info = self.poster.call("conversations_info", channel=channel)
             name = str((info.get("channel") or {}).get("name") or "")
-        except Exception:  # SlackApiError (counted and logged in _call): name unknown
+        except Exception:  # SlackApiError (counted and logged by the poster): name unknown
             name = ""
         self._names[channel] = (now, name)
         return name

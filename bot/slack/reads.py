@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from bot.slack.pool import Deadline, DeadlineExceeded
+from handlers.memo import Memos
 from handlers.view import ClusterView, Obj
 
 T = TypeVar("T")
@@ -41,6 +42,10 @@ class GuardedView:
     @property
     def source(self) -> str:
         return self.view.source
+
+    @property
+    def memos(self) -> Memos | None:
+        return self.view.memos  # the wrapped view's: the diagnosis starts warm
 
     def _guard(self, doing: str, fn: Callable[[], T]) -> T:
         self.deadline.check()
@@ -132,6 +137,10 @@ class SharedReads:
     @property
     def source(self) -> str:
         return self.view.source
+
+    @property
+    def memos(self) -> Memos | None:
+        return self.view.memos  # the wrapped view's: its objects are the ones shared
 
     @property
     def problems(self) -> builtins.list[str]:

@@ -31,7 +31,10 @@ def read_file(path: str, limit: int = MAX_FILE) -> bytes:
     try:
         with os.fdopen(fd, "rb") as fh:
             fd = -1
-            data = fh.read(limit + 1)  # the file may have grown since stat
+            # As large as stat says: asking for `limit` bytes would allocate them first.
+            data = fh.read(st.st_size + 1)
+            if len(data) > st.st_size:  # it has grown since stat
+                data += fh.read(limit + 1 - len(data))
     finally:
         if fd >= 0:
             os.close(fd)

@@ -10,8 +10,9 @@ from handlers.view import Obj
 
 _CONDITION_FIELDS = ("lastTransitionTime", "lastHeartbeatTime", "lastProbeTime", "lastUpdateTime")
 # The API server sets only these on the conditions of the kinds read most.
+_POD_CONDITION_FIELDS = ("lastTransitionTime", "lastProbeTime")
 _KIND_CONDITION_FIELDS = {
-    "Pod": ("lastTransitionTime", "lastProbeTime"),
+    "Pod": _POD_CONDITION_FIELDS,
     "Node": ("lastHeartbeatTime", "lastTransitionTime"),
 }
 _EVENT_FIELDS = (
@@ -61,55 +62,68 @@ def newest(stamps: Iterable[Any]) -> datetime | None:
     return max(parsed, default=None)
 
 
-def collect_stamps(kind: str, objs: list[Obj], out: set[Any]) -> None:
-    """Add the timestamps that say when objects of ``kind`` last changed: creation,
-    conditions, container states, event times. ``out`` also gets None and non-text values;
-    ``newest`` skips them. ``deletionTimestamp`` is left out: it lies in the future during
-    graceful deletion.
+Add = Callable[[Any], None]
 
-    This touches every object of a 30,000-pod dump, and each touch is a cache miss: one
-    pass per object, flat loops, a set (the same second recurs thousands of times).
+
+def stamp_reader(kind: str) -> Callable[[Obj, Add], None]:
+    """``read(obj, add)``: passes to ``add`` the timestamps that say when an object of
+    ``kind`` last changed: creation, conditions, container states, event times. ``add``
+    also gets None and non-text values; ``newest`` skips them. ``deletionTimestamp`` is
+    left out: it lies in the future during graceful deletion.
+
+    The loader reads each object's as it keeps the object: a pass over every object of a
+    30,000-pod dump afterwards misses the cache at each one.
     """
-    add = out.add
-    is_pod = kind == "Pod"
-    fields = _KIND_CONDITION_FIELDS.get(kind, _CONDITION_FIELDS)
-    for obj in objs:
-        meta = obj.get("metadata")
-        if meta.__class__ is dict:
-            add(meta.get("creationTimestamp"))
-        status = obj.get("status")
-        if status.__class__ is not dict:
-            continue
-        for cond in _list(status.get("conditions")):
-            if cond.__class__ is dict:
-                for field in fields:
-                    add(cond.get(field))
-        if is_pod:
-            add(status.get("startTime"))
-            for key in _STATUS_LISTS:
-                for cstatus in _list(status.get(key)):
-                    if cstatus.__class__ is dict:
-                        _container_stamps(cstatus, add)
+    if kind == "Pod":
+        return _pod_stamps
     if kind == "Event":
-        _event_stamps(objs, add)
+        return _event_stamps
+    fields = _KIND_CONDITION_FIELDS.get(kind, _CONDITION_FIELDS)
+
+    def read(obj: Obj, add: Add) -> None:
+        _object_stamps(obj, add, fields)
+
+    return read
 
 
-def _container_stamps(cstatus: Obj, add: Callable[[Any], None]) -> None:
-    for state in (cstatus.get("state"), cstatus.get("lastState")):
-        if state.__class__ is dict:
-            for detail in state.values():
-                if detail.__class__ is dict:
-                    add(detail.get("startedAt"))
-                    add(detail.get("finishedAt"))
+def _object_stamps(obj: Obj, add: Add, fields: tuple[str, ...]) -> Obj | None:
+    """Creation and condition times; the status, if it is a mapping."""
+    meta = obj.get("metadata")
+    if meta.__class__ is dict:
+        add(meta.get("creationTimestamp"))
+    status = obj.get("status")
+    if status.__class__ is not dict:
+        return None
+    for cond in _list(status.get("conditions")):
+        if cond.__class__ is dict:
+            for field in fields:
+                add(cond.get(field))
+    return status
 
 
-def _event_stamps(events: list[Obj], add: Callable[[Any], None]) -> None:
-    for ev in events:
-        for field in _EVENT_FIELDS:
-            add(ev.get(field))
-        series = ev.get("series")
-        if series.__class__ is dict:
-            add(series.get("lastObservedTime"))
+def _pod_stamps(pod: Obj, add: Add) -> None:
+    status = _object_stamps(pod, add, _POD_CONDITION_FIELDS)
+    if status is None:
+        return
+    add(status.get("startTime"))
+    for key in _STATUS_LISTS:
+        for cstatus in _list(status.get(key)):
+            if cstatus.__class__ is dict:
+                for state in (cstatus.get("state"), cstatus.get("lastState")):
+                    if state.__class__ is dict:
+                        for detail in state.values():
+                            if detail.__class__ is dict:
+                                add(detail.get("startedAt"))
+                                add(detail.get("finishedAt"))
+
+
+def _event_stamps(ev: Obj, add: Add) -> None:
+    _object_stamps(ev, add, _CONDITION_FIELDS)
+    for field in _EVENT_FIELDS:
+        add(ev.get(field))
+    series = ev.get("series")
+    if series.__class__ is dict:
+        add(series.get("lastObservedTime"))
 
 
 def _list(value: Any) -> list[Any]:

@@ -19,12 +19,14 @@ from handlers.kube.selectors import (
     parse_field_selector,
     parse_label_selector,
 )
+from handlers.memo import Memos
 from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 
 from .events import event_time, involved_key, normalise_event
+from .labelindex import LabelIndex
 from .logs import LogStore
 from .model import USED_KINDS, LoadProblem
-from .timestamps import collect_stamps, newest
+from .timestamps import newest
 
 _FieldReqs = tuple[tuple[str, str, str], ...]
 _EventIndex = dict[tuple[str, str], list[tuple[str, Obj]]]  # (kind, name) -> (namespace, event)
@@ -65,6 +67,7 @@ class SnapshotView:
         *,
         objects: dict[str, builtins.list[Obj]],
         kinds: set[str],
+        stamps: set[Any],
         logs: LogStore,
         problems: builtins.list[LoadProblem],
         files: builtins.list[str],
@@ -80,7 +83,12 @@ class SnapshotView:
         self._by_namespace: dict[str, dict[str, builtins.list[Obj]]] = {}
         self._pods_by_node: dict[str, builtins.list[Obj]] | None = None
         self._events_by_object: _EventIndex | None = None
+        self._stamps = stamps  # every object's (timestamps.stamp_reader), for now()
         self._now: datetime | None = None
+        self._label_indexes: dict[str, LabelIndex] = {}
+        # A snapshot is one cluster state for ever: what diagnoses work out from its objects
+        # holds as long as the view (handlers/memo.py).
+        self.memos = Memos()
 
     @property
     def source(self) -> str:
@@ -112,7 +120,8 @@ class SnapshotView:
         namespace = None if kind in CLUSTER_SCOPED else namespace
         objs = self._candidates(kind, namespace, fields)
         if label_selector:
-            objs = [o for o in objs if match_labels(label_selector, _labels(o))]
+            objs = [o for o in self._by_labels(kind, objs, label_selector)
+                    if match_labels(label_selector, _labels(o))]
         if field_selector:
             objs = [o for o in objs if match_fields(field_selector, o)]
         return builtins.list(objs)
@@ -135,10 +144,7 @@ class SnapshotView:
     def now(self) -> datetime:
         """The newest timestamp in the snapshot; the wall clock only if it has none."""
         if self._now is None:
-            stamps: set[Any] = set()
-            for kind, objs in self._raw.items():
-                collect_stamps(kind, objs, stamps)
-            self._now = newest(stamps) or datetime.now(UTC)
+            self._now = newest(self._stamps) or datetime.now(UTC)
         return self._now
 
     # -- indexes ----------------------------------------------------------------------------
@@ -205,6 +211,15 @@ class SnapshotView:
         if namespace is None:
             return self._all(kind)
         return self._in_namespace(kind, namespace)
+
+    def _by_labels(self, kind: str, objs: Sequence[Obj], selector: str) -> Sequence[Obj]:
+        """``objs`` narrowed by a label index when they are every object of ``kind``."""
+        if objs is not self._unique.get(kind):
+            return objs
+        index = self._label_indexes.get(kind)
+        if index is None:
+            index = self._label_indexes[kind] = LabelIndex(objs)
+        return index.candidates(selector)
 
     def _pods_on(self, node: str) -> builtins.list[Obj]:
         if self._pods_by_node is None:

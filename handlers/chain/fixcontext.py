@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from handlers.gpu import driver_version, gpu_traits, labels, name_of
-from handlers.memo import LastFor
+from handlers.memo import LastFor, Memos
 from handlers.view import Obj
 
 DEPLOY_DRIVER_LABEL = "nvidia.com/gpu.deploy.driver"
@@ -119,9 +119,10 @@ class ClusterSetup:
 _Driver = tuple[tuple[int, ...], str, str, str]  # (version key, version, node, cuda)
 
 
-def _drivers(nodes: Sequence[Obj]) -> tuple[_Driver, ...]:
+def _drivers(nodes: Sequence[Obj], memos: Memos | None) -> tuple[_Driver, ...]:
     return tuple(sorted(((_version_key(t.driver), t.driver, t.name, t.cuda or "")
-                         for t in map(gpu_traits, nodes) if t.driver), reverse=True))
+                         for t in (gpu_traits(n, memos) for n in nodes) if t.driver),
+                        reverse=True))
 
 
 newest_drivers = LastFor(_drivers)  # the nodes rarely change between two diagnoses

@@ -24,6 +24,7 @@ from handlers.gpu import (
 )
 from handlers.knowledge.nodes import plugin_knowledge
 from handlers.kube.selectors import selector_from_object
+from handlers.memo import Value
 from handlers.view import Reader
 
 Obj = dict[str, Any]
@@ -142,10 +143,9 @@ def device_plugin_nodes(reader: Reader) -> set[str]:
     of each DaemonSet whose template ``is_device_plugin_pod`` accepts (by its own selector,
     so layouts found by image or hostPath are read too), and pods carrying a known plugin
     label (no DaemonSet, or DaemonSets that could not be read)."""
-    global _PLUGIN_PODS
     nodes: set[str] = set()
     seen: set[tuple[str, str]] = set()
-    was, now = _PLUGIN_PODS, {}
+    was, now = _PLUGIN_PODS.get(reader.memos) or {}, {}
 
     def take(pods: Iterable[Obj]) -> None:
         for p in pods:
@@ -167,16 +167,17 @@ def device_plugin_nodes(reader: Reader) -> set[str]:
             take(reader.list("Pod", ns_of(ds), label_selector=selector))
     for selector in plugin_knowledge().selectors():
         take(reader.list("Pod", label_selector=selector))
-    _PLUGIN_PODS = now
+    _PLUGIN_PODS.put(reader.memos, now)
     return nodes
 
 
-# id(pod) -> (pod, _plugin_pod_fact(pod)) for the pods device_plugin_nodes read last: a warm
-# watch cache hands out the same objects until they change, and a diagnosis reads thousands
-# (see handlers/memo.py). Rebuilt on every call, so it holds only pods of the last one (each
-# entry keeps its pod alive, so an id is never another object's meanwhile).
+# id(pod) -> (pod, _plugin_pod_fact(pod)) for the pods device_plugin_nodes read last, in the
+# Reader's Memos: a warm watch cache hands out the same objects until they change, and a
+# diagnosis reads thousands (see handlers/memo.py). Rebuilt on every call, so it holds only
+# pods of the last one (each entry keeps its pod alive, so an id is never another object's
+# meanwhile).
 _PluginPodFact = tuple[tuple[str, str], str] | None
-_PLUGIN_PODS: dict[int, tuple[Obj, _PluginPodFact]] = {}
+_PLUGIN_PODS: Value[dict[int, tuple[Obj, _PluginPodFact]]] = Value()
 
 
 def _plugin_pod_fact(pod: Obj) -> _PluginPodFact:

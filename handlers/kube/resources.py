@@ -21,12 +21,13 @@ counts. Like the scheduler (``Quantity.MilliValue()`` / ``Value()``), a pod's to
 rounded *up* to whole millicores for cpu and to whole units for everything else; sums are
 kept on that grid so that comparisons do not suffer from float drift.
 
-Memoisation: ``pod_requests`` results are cached by ``metadata.uid`` for the objects that
-carry one (real API objects, which handlers treat as immutable: a watch cache replaces a
-changed pod with a new object), and a hit counts only for the very object (``is``). A newer
-version of a pod takes its old version's entry, so a long-running bot keeps no stale pods
-alive through this cache. Objects without a uid (templates, hand-built fixtures) are
-recomputed each time. Call ``clear_cache()`` if you mutate a pod in place.
+Memoisation: ``pod_facts`` results are kept in the diagnosis's ``Memos``
+(``handlers/memo.py``, one per cluster state) by ``metadata.uid`` for the objects that carry
+one (real API objects, which handlers treat as immutable: a watch cache replaces a changed
+pod with a new object), and a hit counts only for the very object (``is``). A newer version
+of a pod takes its old version's entry, so a long-running bot keeps no stale pods alive
+through it. Objects without a uid (templates, hand-built fixtures) are recomputed each time.
+Call ``clear_cache()`` if you mutate a pod in place.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 from handlers.kube.quantity import parse_quantity
+from handlers.memo import Memos, Table
 
 Obj = Mapping[str, Any]
 
@@ -46,15 +48,16 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
 HUGEPAGES_PREFIX = "hugepages-"
 
-# One GC-tracked object per cached pod: a big snapshot heap makes every full collection
-# expensive, so the cache must not add much to what the collector tracks.
-_CACHE: dict[str, PodFacts] = {}  # by uid
-_CACHE_MAX = 200_000
+# By uid. One GC-tracked object per kept pod: a big snapshot heap makes every full
+# collection expensive, so the memo must not add much to what the collector tracks.
+_PODS: Table[str, PodFacts] = Table(200_000)
 
 
-def clear_cache() -> None:
+def clear_cache(memos: Memos | None = None) -> None:
     """Forget memoised pod requests (only needed after mutating a pod in place)."""
-    _CACHE.clear()
+    kept = _PODS.of(memos)
+    if kept is not None:
+        kept.clear()
 
 
 def is_extended(resource: str) -> bool:
@@ -94,7 +97,8 @@ def units(resource: str, value: float) -> int:
 
 
 # parse_quantity memoised in a plain dict: a 30,000-pod cluster has a few hundred distinct
-# quantity strings, and a dict hit is several times cheaper than the call.
+# quantity strings, and a dict hit is several times cheaper than the call. Keyed by value
+# and holding no object, so shared by every cluster (not in Memos).
 _QUANTITIES: dict[Any, float] = {}
 
 
@@ -252,25 +256,25 @@ class PodFacts(NamedTuple):
     pod: Obj  # the object these facts describe (keeps its id from being recycled)
 
 
-def pod_facts(pod: Obj) -> PodFacts:
-    """Memoised (see the module docstring) requests, phase and identity of a pod."""
+def pod_facts(pod: Obj, memos: Memos | None = None) -> PodFacts:
+    """Memoised (see the module docstring) requests, phase and identity of a pod; ``memos``:
+    the diagnosis's (``handlers.memo.current()`` when None)."""
     m = pod.get("metadata") or {}
     uid = str(m.get("uid") or "")
-    hit = _CACHE.get(uid) if uid else None
+    kept = _PODS.of(memos) if uid else None
+    hit = kept.get(uid) if kept is not None else None
     if hit is not None and hit[4] is pod:
         return hit
     facts = PodFacts(_compute(pod), is_terminated(pod), uid,
                      f"{m.get('namespace') or ''}/{m.get('name') or ''}", pod)
-    if uid:
-        if len(_CACHE) >= _CACHE_MAX:
-            _CACHE.clear()
-        _CACHE[uid] = facts  # a newer version of the pod replaces the old one's entry
+    if kept is not None:
+        kept.keep(uid, facts)  # a newer version of the pod replaces the old one's entry
     return facts
 
 
-def pod_requests_view(pod: Obj) -> dict[str, float]:
+def pod_requests_view(pod: Obj, memos: Memos | None = None) -> dict[str, float]:
     """Memoised requests; the returned dict is shared and must not be mutated."""
-    return pod_facts(pod)[0]
+    return pod_facts(pod, memos)[0]
 
 
 def pod_requests(pod: Obj) -> dict[str, float]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -46,7 +47,10 @@ def misfit(obj: dict[str, Any]) -> str | None:
     """``"spec.containers[0].resources.requests.cpu: not a quantity ('1.5x')"`` for the
     first field of ``obj`` (a dict with ``kind`` set) that handlers could not read, or None
     when it fits. Removes ``null`` fields and cuts over-long messages, in place."""
-    check = _BY_KIND.get(obj.get("kind"), _OBJECT)  # type: ignore[arg-type]
+    check = _BY_KIND.get(str(obj.get("kind")), _OBJECT)
+    fits = _FITS.get(check) or _compiled(check)
+    if fits(obj):
+        return None
     try:
         check(obj)
     except _Bad as bad:
@@ -142,6 +146,11 @@ def _short(v: Any) -> str:
 
 # -- combinators -------------------------------------------------------------------------------
 
+# What each combinator's checker checks, for the fast path below: ("fields", spec, cut),
+# ("list", item) or ("map", value).
+_SHAPES: dict[_Check, tuple[Any, ...]] = {}
+
+
 
 def _fields(spec: dict[str, _Check], cut: tuple[str, ...] = ()) -> _Check:
     """A mapping whose listed keys, when set, fit their checks; ``cut``: string fields
@@ -176,6 +185,7 @@ def _fields(spec: dict[str, _Check], cut: tuple[str, ...] = ()) -> _Check:
             if x.__class__ is str and len(x) > MAX_TEXT:
                 v[key] = x[:MAX_TEXT] + " [cut]"
 
+    _SHAPES[check] = ("fields", spec, cut)
     return check
 
 
@@ -199,6 +209,7 @@ def _list(fn: _Check) -> _Check:
                 bad.path.append(f"[{i}]")
                 raise
 
+    _SHAPES[check] = ("list", fn)
     return check
 
 
@@ -218,6 +229,7 @@ def _map(fn: _Check) -> _Check:
                 bad.path.append(str(k))
                 raise
 
+    _SHAPES[check] = ("map", fn)
     return check
 
 
@@ -471,3 +483,149 @@ _BY_KIND: dict[str, _Check] = {
     }))}),
     "NodeFeature": _kind({"spec": _fields({"labels": _STR_MAP})}),
 }
+
+
+# -- the fast path -----------------------------------------------------------------------------
+#
+# Nearly every object fits, and the checkers above pay a call per field and a path for the
+# message. ``_compiled`` turns a checker into one generated function per mapping shape, with
+# lists, maps and leaves inlined, that only answers whether the object fits (and removes
+# nulls and cuts messages as the checkers do). Only an object it rejects goes through the
+# checkers again, for the message; both edits are idempotent, so the second walk sees the
+# same object the first one would have.
+
+_FITS: dict[_Check, Callable[[Any], bool]] = {}
+_LEAVES: dict[_Check, str] = {
+    _str: "{v}.__class__ is not str",
+    _name: "{v}.__class__ is not str or not {v} or len({v}) > MAX_NAME",
+    _bool: "{v}.__class__ is not bool",
+    _int: "{v}.__class__ is not int or not -MAX_NUMBER <= {v} <= MAX_NUMBER",
+    _any_scalar: "{v}.__class__ is dict or {v}.__class__ is list",
+    _quantity: "not ({v}.__class__ is str and {v} in _GOOD_QUANTITIES or _quantity_ok({v}))",
+}
+
+
+def _quantity_ok(v: Any) -> bool:
+    try:
+        _quantity(v)
+    except _Bad:
+        return False
+    return True
+
+
+class _Generator:
+    """The fast functions, one per ``_fields`` checker, generated when a kind is first
+    checked; kinds share the functions of the parts they share (pod templates, metadata)."""
+
+    def __init__(self) -> None:
+        self.names: dict[_Check, str] = {}
+        self.lines: list[str] = []
+        self.scope: dict[str, Any] = {
+            "MAX_NAME": MAX_NAME, "MAX_NUMBER": MAX_NUMBER, "MAX_TEXT": MAX_TEXT,
+            "_GOOD_QUANTITIES": _GOOD_QUANTITIES, "_quantity_ok": _quantity_ok,
+        }
+        self._n = 0
+
+    def compile(self, check: _Check) -> Callable[[Any], bool]:
+        """The fast function for the mapping checker ``check``, with those it calls."""
+        self.lines = []
+        name = self.function(check)
+        exec("\n".join(self.lines), self.scope)  # our own source, made from the tables above
+        fits: Callable[[Any], bool] = self.scope[name]
+        return fits
+
+    def fresh(self, base: str) -> str:
+        self._n += 1
+        return f"{base}{self._n}"
+
+    def function(self, fn: _Check) -> str:
+        """The name of the fast function for the mapping checker ``fn``."""
+        name = self.names.get(fn)
+        if name is None:
+            name = self.names[fn] = self.fresh("fits_")
+            _tag, spec, cut = _SHAPES[fn]
+            self._fields(name, spec, cut)
+        return name
+
+    def _fields(self, name: str, spec: dict[str, _Check], cut: tuple[str, ...]) -> None:
+        codes: dict[str, int] = {}
+        branches: dict[_Check, int] = {}  # keys checked alike (all strings, ...) share a branch
+        for key, fn in spec.items():
+            codes[key] = branches.setdefault(fn, len(branches))
+        table = self.fresh("codes_")
+        self.scope[table] = codes
+        body = [
+            f"def {name}(v):",
+            "    if v.__class__ is not dict:",
+            "        return False",
+            "    nulls = None",
+            "    for k, x in v.items():",
+            f"        c = {table}.get(k)",
+            "        if c is None:",
+            "            continue",
+            "        if x is None:",
+            "            if nulls is None:",
+            "                nulls = [k]",
+            "            else:",
+            "                nulls.append(k)",
+            "            continue",
+        ]
+        for fn, code in branches.items():
+            body.append(f"        {'if' if code == 0 else 'elif'} c == {code}:")
+            inner = self.value(fn, "x", 3)
+            body += inner
+        body += [
+            "    if nulls is not None:",
+            "        for k in nulls:",
+            "            del v[k]",
+        ]
+        for key in cut:
+            body += [
+                f"    x = v.get({key!r})",
+                "    if x.__class__ is str and len(x) > MAX_TEXT:",
+                f"        v[{key!r}] = x[:MAX_TEXT] + ' [cut]'",
+            ]
+        body.append("    return True")
+        self.lines += body
+
+    def value(self, fn: _Check, v: str, depth: int) -> list[str]:
+        """Lines, indented ``depth`` levels, that return False unless ``v`` fits ``fn``."""
+        pad = "    " * depth
+        leaf = _LEAVES.get(fn)
+        if leaf is not None:
+            return [f"{pad}if {leaf.format(v=v)}:", f"{pad}    return False"]
+        if fn is _quantities:
+            q = self.fresh("q")
+            return [
+                f"{pad}if {v}.__class__ is not dict:",
+                f"{pad}    return False",
+                f"{pad}for {q} in {v}.values():",
+                f"{pad}    if {q}.__class__ is not str or {q} not in _GOOD_QUANTITIES:",
+                f"{pad}        if not _quantity_ok({q}):",
+                f"{pad}            return False",
+            ]
+        tag, *rest = _SHAPES[fn]
+        if tag == "fields":
+            return [f"{pad}if not {self.function(fn)}({v}):", f"{pad}    return False"]
+        item = self.fresh("i")
+        if tag == "list":
+            head = [f"{pad}if {v}.__class__ is not list:", f"{pad}    return False",
+                    f"{pad}for {item} in {v}:"]
+            if rest[0] is _any_scalar:  # a null item is refused even where null is a scalar
+                head += [f"{pad}    if {item} is None:", f"{pad}        return False"]
+        else:
+            head = [f"{pad}if {v}.__class__ is not dict:", f"{pad}    return False",
+                    f"{pad}for {item} in {v}.values():"]
+        return head + self.value(rest[0], item, depth + 1)
+
+
+_GENERATOR = _Generator()
+_COMPILING = threading.Lock()  # watch threads check objects concurrently
+
+
+def _compiled(check: _Check) -> Callable[[Any], bool]:
+    with _COMPILING:
+        fits = _FITS.get(check)
+        if fits is None:
+            fits = _FITS[check] = _GENERATOR.compile(check)
+        return fits

@@ -19,7 +19,7 @@ from handlers.gpu import (
 )
 from handlers.kube.affinity import PodAffinityState
 from handlers.kube.resources import pod_requests
-from handlers.memo import LastFor
+from handlers.memo import LastFor, Memos
 from handlers.model import ObjectRef
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.scheduler.messages import parse_scheduling_message
@@ -53,8 +53,8 @@ class NodeTable(NamedTuple):
         return found
 
 
-def _node_table(nodes: Sequence[Obj]) -> NodeTable:
-    traits = tuple(map(gpu_traits, nodes))
+def _node_table(nodes: Sequence[Obj], memos: Memos | None) -> NodeTable:
+    traits = tuple(gpu_traits(n, memos) for n in nodes)
     return NodeTable(traits, {t.name: n for t, n in zip(traits, nodes, strict=True)},
                      {t.name: i for i, t in enumerate(traits)},
                      frozenset(t.name for t in traits if t.gpu_like), {})
@@ -147,7 +147,7 @@ class PendingContext:
 
     @cached_property
     def _table(self) -> NodeTable:
-        return node_table(self.nodes)
+        return node_table(self.nodes, self.reader.memos)
 
     @property
     def _traits(self) -> tuple[GpuTraits, ...]:

@@ -30,6 +30,7 @@ from handlers.gpu import (
     name_of,
 )
 from handlers.kube.quantity import fmt_quantity, parse_quantity
+from handlers.memo import Table
 from handlers.model import Finding, NodeVerdict, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.pending.fitsif import fewest_holders
@@ -130,8 +131,9 @@ def verdicts(p: Placement) -> list[NodeVerdict]:
     texts: dict[int, str] = {}  # by Rejection: simulate shares the ones that read the same
     by_name = sorted(p.fits, key=attrgetter("node"))
     gpu = [f for f in by_name if f.node in p.gpu_nodes]
+    kept = _VERDICTS.of()
     for f in gpu + [f for f in by_name if f.node not in p.gpu_nodes] if gpu else by_name:
-        hit = _VERDICTS.get(f.node)
+        hit = kept.get(f.node) if kept is not None else None
         if hit is not None and hit[0] is f and hit[1] == res:
             out.append(hit[2])
             continue
@@ -144,16 +146,16 @@ def verdicts(p: Placement) -> list[NodeVerdict]:
         v = NodeVerdict(node=f.node, fits=f.fits, reasons=reasons,
                         gpu_free=f.free.get(res, 0.0),
                         gpu_allocatable=f.allocatable.get(res, 0.0))
-        if len(_VERDICTS) >= 50_000:
-            _VERDICTS.clear()
-        _VERDICTS[f.node] = (f, res, v)
+        if kept is not None:
+            kept.keep(f.node, (f, res, v))
         out.append(v)
     return out
 
 
-# node -> (its last NodeFit, resource, verdict): simulate hands out the same NodeFit for a
-# node that did not change (see NodeInfo.verdicts), so its table row is made once too.
-_VERDICTS: dict[str, tuple[NodeFit, str, NodeVerdict]] = {}
+# node -> (its last NodeFit, resource, verdict), in the diagnosis's Memos: simulate hands
+# out the same NodeFit for a node that did not change (see NodeInfo.verdicts), so its table
+# row is made once too.
+_VERDICTS: Table[str, tuple[NodeFit, str, NodeVerdict]] = Table(50_000)
 
 
 def check(ctx: PendingContext) -> tuple[list[Finding], Placement]:

@@ -72,6 +72,7 @@ from handlers.kube.taints import (
     tolerated_by_any,
     untolerated,
 )
+from handlers.memo import current
 from handlers.scheduler.nodeinfo import NodeInfo, build_node_info, node_info
 
 Obj = Mapping[str, Any]
@@ -138,6 +139,7 @@ class NodeFit:
         self.filters, self.feasible = known
 
 
+# Interned by value (filter names), shared by every cluster: not per-cluster state.
 _FILTER_SETS: dict[tuple[str, ...], tuple[frozenset[str], bool]] = {}
 
 
@@ -307,7 +309,9 @@ def _lifecycle_rejections(node: Obj, taints: Sequence[Obj], tolerations: Sequenc
 
 # ----------------------------------------------------------------------------- simulate
 
-_ASKS: dict[Hashable, int] = {}  # what a target asks -> a number never given to another
+# What a target asks -> a number never given to another. Interned by value, holding no API
+# object, so shared by every cluster (the verdicts it keys live in each cluster's NodeInfos).
+_ASKS: dict[Hashable, int] = {}
 _ASKS_NEXT = itertools.count()
 
 
@@ -377,10 +381,11 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
     ``namespaces_labels`` (namespace -> labels) resolves affinity namespaceSelectors.
     """
     nodes = list(nodes)
+    memos = current()  # looked up once, not per node
     spec = pod.get("spec") or {}
     tolerations: list[Obj] = list(spec.get("tolerations") or ())
     wanted_node = spec.get("nodeName") or ""
-    requests = {k: v for k, v in pod_requests_view(pod).items()
+    requests = {k: v for k, v in pod_requests_view(pod, memos).items()
                 if v > 0 and k not in SHARE_PARAMETERS}
     gpu_res = gpu_resource or _default_gpu_resource(requests)
     best_effort = is_best_effort(pod)
@@ -392,10 +397,11 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
     for node in nodes:
         name = str((node.get("metadata") or {}).get("name") or "")  # _name, inlined: per node
         bound = pods_by_node.get(name, ())
-        info = node_info(node, bound if isinstance(bound, (list, tuple)) else list(bound), name)
+        info = node_info(node, bound if isinstance(bound, (list, tuple)) else list(bound), name,
+                         memos)
         if is_target.maybe_on(info):  # the target is not its own neighbour
             info = build_node_info(node, [p for p in info.pods if not is_target.is_same(p)],
-                                   info)
+                                   info, memos)
         infos.append(info)
     if PodAffinityState.needs_every_pod(pod):
         aff_infos = infos

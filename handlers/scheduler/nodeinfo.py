@@ -6,7 +6,8 @@ every pod it schedules. ``node_info(node, pods)`` is the same idea: it is comput
 a node object and its pod objects, and handed out again while the node and every pod are
 the very same objects. Snapshots never change their objects; the watch cache replaces an
 object when it changes, never edits it; so a warm bot recomputes only the nodes whose pods
-or node object changed since the last diagnosis. Like ``pod_facts``, only objects carrying
+or node object changed since the last diagnosis. NodeInfos are kept in the ``Memos`` of the
+cluster state (``handlers/memo.py``). Like ``pod_facts``, only objects carrying
 ``metadata.uid`` (API objects) are remembered: templates and hand-written fixtures may be
 edited in place, so they are recomputed every time.
 """
@@ -27,11 +28,11 @@ from handlers.kube.resources import (
     units,
 )
 from handlers.kube.taints import LIFECYCLE_TAINTS
+from handlers.memo import Memos, Table, current
 
 Obj = Mapping[str, Any]
 
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure")
-_MAX_REMEMBERED = 50_000  # nodes; more means several clusters' worth: start again
 # Conclusions kept per NodeInfo, of a few recent targets: a why-pending leaves up to three on
 # a GPU node (its own fit, a what-if's, preemption's sums), and the warm-up one kind of pending
 # pod after another (handlers/warm.py).
@@ -88,34 +89,41 @@ def _keep(verdicts: dict[Hashable, Any], key: Hashable, value: Any) -> None:
     verdicts[key] = value
 
 
-_REMEMBERED: dict[str, NodeInfo] = {}
+# node name -> its NodeInfo, in each Memos (more nodes than the limit: start again)
+_NODES: Table[str, NodeInfo] = Table(50_000)
 
 
-def node_info(node: Obj, pods: Sequence[Obj], name: str | None = None) -> NodeInfo:
+def node_info(node: Obj, pods: Sequence[Obj], name: str | None = None,
+              memos: Memos | None = None) -> NodeInfo:
     """The node's NodeInfo with ``pods`` bound to it (terminated pods hold nothing);
-    ``name``: the node's, when the caller has it at hand."""
+    ``name``: the node's, when the caller has it at hand; ``memos``: the diagnosis's
+    (``handlers.memo.current()`` when None)."""
     if name is None:
         name = str((node.get("metadata") or {}).get("name") or "")
-    hit = _REMEMBERED.get(name)
+    if memos is None:
+        memos = current()
+    kept = _NODES.of(memos) if memos is not None else None
+    hit = kept.get(name) if kept is not None else None
     # The same pod objects: the very tuple (a watch cache hands out a node's tuple again
     # until its pods change), or the same ids: exact while ``hit`` keeps its pods alive, as
     # no other object can have their ids meanwhile.
     if hit is not None and hit.node is node and (
             hit.pods is pods or hit.ids == tuple(map(id, pods))):
         return hit
-    info = build_node_info(node, pods, hit)
-    if (node.get("metadata") or {}).get("uid") and all(f.uid for f in info.active):
-        if len(_REMEMBERED) >= _MAX_REMEMBERED:
-            _REMEMBERED.clear()
-        _REMEMBERED[name] = info
+    info = build_node_info(node, pods, hit, memos)
+    if (kept is not None and (node.get("metadata") or {}).get("uid")
+            and all(f.uid for f in info.active)):
+        kept.keep(name, info)
     return info
 
 
-def build_node_info(node: Obj, pods: Sequence[Obj], like: NodeInfo | None = None) -> NodeInfo:
-    """A NodeInfo computed afresh, never remembered; ``like``: one of the same node object
-    with other pods (only what the pods make is computed again)."""
+def build_node_info(node: Obj, pods: Sequence[Obj], like: NodeInfo | None = None,
+                    memos: Memos | None = None) -> NodeInfo:
+    """A NodeInfo computed afresh, never remembered (its pods' facts are, in ``memos``);
+    ``like``: one of the same node object with other pods (only what the pods make is
+    computed again)."""
     if like is not None and like.node is node:
-        fields = _pod_fields(like.allocatable, like.has_pod_limit, pods)
+        fields = _pod_fields(like.allocatable, like.has_pod_limit, pods, memos)
         # Most pod changes are status (a restart, readiness): the same pods asking the same
         # leave every verdict as it was, and a busy cluster changes hundreds a second.
         kept = (dict(like.verdicts) if like.verdicts and _hold_the_same(like.active,
@@ -139,13 +147,13 @@ def build_node_info(node: Obj, pods: Sequence[Obj], like: NodeInfo | None = None
         labels=meta.get("labels") or {}, taints=taints,
         other_taints=tuple(t for t in taints if t.get("key") not in LIFECYCLE_TAINTS),
         conditions=conditions, healthy=healthy, allocatable=alloc,
-        has_pod_limit=has_pod_limit, **_pod_fields(alloc, has_pod_limit, pods))
+        has_pod_limit=has_pod_limit, **_pod_fields(alloc, has_pod_limit, pods, memos))
 
 
-def _pod_fields(alloc: dict[str, float], has_pod_limit: bool,
-                pods: Sequence[Obj]) -> dict[str, Any]:
+def _pod_fields(alloc: dict[str, float], has_pod_limit: bool, pods: Sequence[Obj],
+                memos: Memos | None) -> dict[str, Any]:
     """The NodeInfo fields that the node's pods make."""
-    active = tuple(f for f in map(pod_facts, pods) if not f.terminated)
+    active = tuple(f for f in (pod_facts(p, memos) for p in pods) if not f.terminated)
     summed: dict[str, float] = {}
     for f in active:
         for k, v in f.requests.items():
