@@ -12,6 +12,7 @@ from handlers.chain import check_chain
 from handlers.chain.facts import node_ready
 from handlers.errors import TargetNotFound, close_names
 from handlers.finish import finish
+from handlers.grouping import pools_of
 from handlers.model import Diagnosis, Finding, ObjectRef
 from handlers.runtime import checks as runtime
 from handlers.view import Reader, names
@@ -59,4 +60,5 @@ def run(reader: Reader, node: str | None = None) -> Diagnosis:
         diag.can_clear = False  # nothing in the chain applies to it
         diag.details["note"] = (f"{node} is not a GPU node: it advertises no nvidia.com/gpu, "
                                 "carries no GPU labels and runs no device-plugin pod")
+    diag.node_pools = pools_of(diag.findings, by_name)
     return finish(diag)

@@ -13,8 +13,14 @@ from dataclasses import replace
 
 from handlers.cards import CHANGES, card
 from handlers.codes import code_rank
+from handlers.grouping import group_by_node
 from handlers.model import Diagnosis, Finding, Severity
 from handlers.rootcause import link
+
+
+def group(diag: Diagnosis) -> None:
+    """One finding for one fault on several nodes, naming the nodes and their pool."""
+    diag.findings = group_by_node(diag.findings, diag.node_pools)
 
 
 def dedupe(diag: Diagnosis) -> None:
@@ -88,8 +94,8 @@ def _with(f: Finding, condition: str) -> Finding:
 
 
 STEPS: tuple[Callable[[Diagnosis], None], ...] = (
-    dedupe, all_clear, order, link_causes, one_critical_per_cause, blocking, order_fits_if,
-    rollback)
+    group, dedupe, all_clear, order, link_causes, one_critical_per_cause, blocking,
+    order_fits_if, rollback)
 
 
 def finish(diag: Diagnosis) -> Diagnosis:

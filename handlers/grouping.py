@@ -9,7 +9,7 @@ the node where the line does not name it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from handlers.model import Finding, ObjectRef
@@ -48,8 +48,15 @@ def nodes_phrase(nodes: list[str], pools: Mapping[str, str | None]) -> str:
     return f"{len(nodes)} nodes{of} ({named})"
 
 
+def pools_of(findings: Iterable[Finding], nodes: Mapping[str, Mapping[str, Any]]
+             ) -> dict[str, str | None]:
+    """The pool of each node a finding is about alone (the ones grouping may merge)."""
+    named = {n for f in findings if (n := _only_node(f)) is not None}
+    return {n: pool_of(nodes.get(n)) for n in named}
+
+
 def group_by_node(findings: list[Finding],
-                  nodes: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
+                  pools: Mapping[str, str | None]) -> list[Finding]:
     groups: dict[_Key, list[tuple[Finding, str]]] = {}
     order: list[_Key | Finding] = []
     # A node's other codes: the same symptom with other causes is not the same finding.
@@ -68,7 +75,6 @@ def group_by_node(findings: list[Finding],
             groups[k] = []
             order.append(k)
         groups[k].append((f, node))
-    pools = {n: pool_of(obj) for n, obj in nodes.items()}
     out = []
     for item in order:
         if isinstance(item, Finding):

@@ -157,6 +157,8 @@ class Diagnosis:
     # why-pending: the pod passes no node's filters now (its causes each block it alone).
     fits_nowhere: bool = False
     rollback: Rollback | None = None
+    # Node -> its pool, for the finisher to name "3 nodes of pool a100" (handlers.grouping).
+    node_pools: dict[str, str | None] = field(default_factory=dict)
 
     def add(self, finding: Finding) -> None:
         self.findings.append(finding)

@@ -22,6 +22,7 @@ from handlers.gpu import (
     is_gpu_node,
     name_of,
 )
+from handlers.grouping import pools_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.taints import LIFECYCLE_TAINT_KEYS
 from handlers.model import Diagnosis, Finding, ObjectRef
@@ -180,4 +181,5 @@ def run(reader: Reader) -> Diagnosis:
     diag.can_clear = False  # a ledger, not a check of the chain
     runtime.enrich(reader, diag, idle=True, allocation=True)
     diag.unchecked.extend(reader.unchecked)
+    diag.node_pools = pools_of(diag.findings, {name_of(n): n for n in nodes})
     return finish(diag)

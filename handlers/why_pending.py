@@ -13,6 +13,7 @@ from handlers import batchjobs
 from handlers.errors import TargetNotFound
 from handlers.finish import finish
 from handlers.gpu import name_of
+from handlers.grouping import pools_of
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_label_selector_object
 from handlers.model import Diagnosis, Finding, FitChange, ObjectRef, Rollback
@@ -226,6 +227,7 @@ def run(reader: Reader, target: Target) -> Diagnosis:
         _fits_if(ctx, p, diag)
         if diag.fits_nowhere and diag.problems:
             diag.rollback = _rollback(ctx)
+    diag.node_pools = pools_of(diag.findings, ctx.nodes_by_name)
     return finish(diag)
 
 

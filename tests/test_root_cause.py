@@ -9,7 +9,7 @@ from pathlib import Path
 from bot.snapshot import load_snapshot
 from handlers import doctor, why_pending
 from handlers.finish import finish
-from handlers.grouping import group_by_node
+from handlers.grouping import group_by_node, pools_of
 from handlers.model import Diagnosis, Finding, ObjectRef, Severity
 from handlers.rootcause import link
 from handlers.target import parse_target
@@ -77,6 +77,11 @@ def _node(name: str, pool: str | None) -> dict[str, object]:
     return {"kind": "Node", "metadata": {"name": name, "labels": labels}}
 
 
+def group_by_node_of(findings: list[Finding], nodes: dict[str, dict[str, object]]
+                     ) -> list[Finding]:
+    return group_by_node(findings, pools_of(findings, nodes))
+
+
 def _plugin(node: str) -> Finding:
     return Finding("DEVICE_PLUGIN_CRASHLOOP", f"The device plugin on {node} keeps crashing.",
                    (ObjectRef("Node", node), ObjectRef("Pod", f"plugin-{node}", "gpu-operator")),
@@ -86,7 +91,7 @@ def _plugin(node: str) -> Finding:
 
 def test_one_fault_on_three_nodes_is_one_finding_naming_them_and_their_pool() -> None:
     nodes = {n: _node(n, "a100-80") for n in ("gpu-1", "gpu-2", "gpu-3")}
-    out = group_by_node([_plugin(n) for n in nodes], nodes)
+    out = group_by_node_of([_plugin(n) for n in nodes], nodes)
     assert len(out) == 1
     f = out[0]
     assert "3 nodes of pool a100-80 (gpu-1, gpu-2, gpu-3)" in f.summary
@@ -99,7 +104,7 @@ def test_one_fault_on_three_nodes_is_one_finding_naming_them_and_their_pool() ->
 def test_the_same_symptom_with_different_causes_stays_apart() -> None:
     nodes = {n: _node(n, None) for n in ("gpu-1", "gpu-2")}
     other = _f("DRIVER_NOT_READY", CRIT, "gpu-2", summary="driver on gpu-2")
-    out = group_by_node([_plugin("gpu-1"), _plugin("gpu-2"), other], nodes)
+    out = group_by_node_of([_plugin("gpu-1"), _plugin("gpu-2"), other], nodes)
     assert [f.code for f in out].count("DEVICE_PLUGIN_CRASHLOOP") == 2
 
 

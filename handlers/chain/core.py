@@ -46,7 +46,6 @@ from handlers.gpu import (
     nfd_running,
     ns_of,
 )
-from handlers.grouping import group_by_node
 from handlers.logpatterns import classify_log, last_lines
 from handlers.model import Finding, ObjectRef, Severity
 from handlers.rollout import with_rollouts
@@ -241,7 +240,7 @@ def check_chain(reader: Reader, nodes: list[Obj] | None = None) -> ChainReport:
     ran = {c for chain in chains for c in chain.ran}
     order = [*(c for c in default_plan().checks if c in ran),
              *(c for c in DAEMONSET_CHECKS if c in checks)]
-    findings = group_by_node(with_rollouts(reader, findings), {name_of(n): n for n in scope})
+    findings = with_rollouts(reader, findings)
     return ChainReport(chains, findings, order, ctx.unchecked)
 
 

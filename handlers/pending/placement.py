@@ -229,14 +229,17 @@ def _when(ev: Obj) -> str:
 
 
 def _attach_event(findings: list[Finding], last: tuple[Obj, SchedulingMessage]) -> list[Finding]:
-    """The scheduler's own words go with the first problem as proof."""
+    """The scheduler's own words go with the first problem as proof (with each of its
+    per-node twins, so that the finisher, grouping them, says it once for all)."""
     ev, _ = last
     msg = f"FailedScheduling ({_when(ev)}): {ev.get('message', '')}"
-    for i, f in enumerate(findings):
-        if f.severity.is_problem:
-            findings[i] = replace(f, evidence=(*f.evidence, msg))
-            break
-    return findings
+    first = next((f for f in findings if f.severity.is_problem), None)
+    if first is None:
+        return findings
+    return [replace(f, evidence=(*f.evidence, msg))
+            if f is first or (f.code == first.code and f.severity == first.severity
+                              and len([o for o in f.objects if o.kind == "Node"]) == 1)
+            else f for f in findings]
 
 
 def _targeting_findings(ctx: PendingContext, pool: list[NodeFit],
