@@ -91,6 +91,10 @@ class Result:
         return min(r.cpu_seconds for r in self.runs)
 
     @property
+    def median_cpu(self) -> float:
+        return statistics.median(r.cpu_seconds for r in self.runs)
+
+    @property
     def rss_mb(self) -> float:
         return max(r.maxrss_kb for r in self.runs) / 1024
 
@@ -314,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         f"{'command':<24}{'best s':>8}{'median s':>10}{'x base':>8}"
-        f"{'best cpu s':>12}{'x base':>8}{'peak RSS MB':>13}  exit"
+        f"{'best cpu s':>12}{'median cpu s':>14}{'x base':>8}{'peak RSS MB':>13}  exit"
     )
     print(f"{'json.load in-process':<24}{inproc:>8.2f}")
     for res in results:
@@ -326,9 +330,14 @@ def main(argv: list[str] | None = None) -> int:
         codes = sorted({r.exit_code for r in res.runs})
         print(
             f"{res.name:<24}{res.best:>8.2f}{res.median:>10.2f}{ratio:>8.2f}"
-            f"{res.best_cpu:>12.2f}{cpu_ratio:>8.2f}{res.rss_mb:>13.0f}  "
+            f"{res.best_cpu:>12.2f}{res.median_cpu:>14.2f}{cpu_ratio:>8.2f}{res.rss_mb:>13.0f}  "
             f"{','.join(map(str, codes))}{'  FAILED: ' + res.failure if res.failure else ''}"
         )
+    # Medians against medians: on a busy host the best run can be a lucky one.
+    for res in results[1:]:
+        if res.runs and base.runs:
+            print(f"{res.name} median/json.load median: wall {res.median / base.median:.2f}, "
+                  f"cpu {res.median_cpu / base.median_cpu:.2f}")
     for res in results[1:]:
         if res.runs and not res.failure:
             try:
