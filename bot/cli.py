@@ -190,14 +190,14 @@ class _Usage(GpubotError):
 
 def _metrics(spec: CommandSpec, args: argparse.Namespace, environ: Mapping[str, str]
              ) -> PrometheusMetrics | None:
-    if not spec.metrics:
-        return None
+    url = args.prometheus or environ.get("GPUBOT_PROMETHEUS_URL")
+    if not spec.metrics or not url:
+        return None  # and httpx is not imported at all
     from bot.metrics.prometheus import prometheus_from_env
     from handlers.runtime.source import MetricsError
 
     try:
-        return prometheus_from_env(args.prometheus or environ.get("GPUBOT_PROMETHEUS_URL"),
-                                   environ)
+        return prometheus_from_env(url, environ)
     except MetricsError as e:
         raise _Usage(str(e)) from None
 

@@ -8,15 +8,17 @@ from __future__ import annotations
 import json
 import os
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import jinja2
 import yaml
 
 from bot.resources import TEMPLATE_DIR
 from bot.runbook import ENV as RUNBOOK_ENV
 from bot.runbook import runbook_url
 from handlers.model import Diagnosis, Severity
+
+if TYPE_CHECKING:  # -o json/yaml never renders a template: jinja2 is imported for text only
+    import jinja2
 
 # The -o json/yaml contract's version: bumped when a field changes meaning or goes away
 # (adding fields does not bump it).
@@ -28,6 +30,8 @@ _ANSI = {"critical": "1;31", "warning": "33", "info": "36", "ok": "32", "bold": 
 
 @cache
 def _env(color: bool) -> jinja2.Environment:
+    import jinja2
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),
         undefined=jinja2.StrictUndefined,

@@ -34,8 +34,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from handlers.knowledge import load_yaml
 from handlers.severity import Severity
 
 KNOWLEDGE = Path(__file__).parent / "knowledge"
@@ -169,7 +168,7 @@ def _rule(name: str, data: Any) -> Rule:
 @cache
 def rules() -> Mapping[str, Rule]:
     """The shared severity conditions, in the order they apply."""
-    data = yaml.load(SEVERITY_FILE.read_text(), Loader=_LOADER) or {}
+    data = load_yaml(SEVERITY_FILE) or {}
     return {name: _rule(name, d) for name, d in (data.get("conditions") or {}).items()}
 
 
@@ -213,10 +212,6 @@ def _card(path: Path, data: Any) -> Card:
     )
 
 
-# libyaml when PyYAML was built with it: sixty small files load in a few milliseconds.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 @cache
 def catalogue() -> Catalogue:
     """The installed cards, loaded and checked once."""
@@ -227,7 +222,7 @@ def load(card_dir: Path) -> Catalogue:
     """Every card of ``card_dir``, checked against each other and the shared conditions."""
     cards: dict[str, Card] = {}
     for path in sorted(card_dir.glob("*.yaml")):
-        c = _card(path, yaml.load(path.read_text(), Loader=_LOADER))
+        c = _card(path, load_yaml(path))
         cards[c.code] = c
     shared = rules()
     causes_of: dict[str, list[str]] = {}

@@ -159,9 +159,13 @@ class Reader:
         together. Each node's answer is kept for the rest of the diagnosis."""
         nodes = builtins.list(nodes)
         names = [n for n in dict.fromkeys(nodes) if n not in self._node_pods]
-        bulk = getattr(self.view, "pods_on", None)  # a watch cache answers all at once
-        found: Mapping[str, Sequence[Obj]] | None = (
-            bulk(names) if callable(bulk) and names else None)
+        bulk = getattr(self.view, "pods_on", None)  # a cache or an index answers all at once
+        found: Mapping[str, Sequence[Obj]] | None = None
+        if callable(bulk) and names:
+            try:
+                found = bulk(names)
+            except ViewError:
+                found = None  # the lists below say what could not be read
         if found is None:
             self.prefetch([("Pod", None, None, f"spec.nodeName={n}") for n in names])
             found = {n: self.list("Pod", field_selector=f"spec.nodeName={n}") for n in names}

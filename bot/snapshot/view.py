@@ -8,7 +8,7 @@ command pays only for what it reads.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -220,6 +220,12 @@ class SnapshotView:
         if index is None:
             index = self._label_indexes[kind] = LabelIndex(objs)
         return index.candidates(selector)
+
+    def pods_on(self, nodes: Iterable[str]) -> dict[str, tuple[Obj, ...]]:
+        """The pods bound to each of ``nodes`` from one index (``Reader.pods_on`` would
+        otherwise list them node by node). Raises ViewError when pods were not captured."""
+        self._check_kind("Pod")
+        return {n: tuple(self._pods_on(n)) for n in nodes}
 
     def _pods_on(self, node: str) -> builtins.list[Obj]:
         if self._pods_by_node is None:

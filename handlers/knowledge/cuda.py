@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
+from handlers.knowledge import load_yaml
 
 _DATA = Path(__file__).with_name("cuda.yaml")
 
@@ -56,7 +56,7 @@ def _cuda_key(cuda: str) -> tuple[int, int] | None:
 
 @cache
 def table() -> Table:
-    doc = yaml.safe_load(_DATA.read_text(encoding="utf-8"))
+    doc = load_yaml(_DATA)
     toolkit = {}
     for cuda, driver in doc["toolkit"].items():
         key = _cuda_key(str(cuda))

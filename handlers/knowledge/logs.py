@@ -19,6 +19,7 @@ from typing import Any
 import yaml
 
 from handlers.codes import CODES
+from handlers.knowledge import load_yaml
 
 BUILTIN = Path(__file__).with_name("logs.yaml")
 
@@ -102,7 +103,7 @@ def parse_entry(raw: object, where: str) -> Entry:
 def load_file(path: Path) -> list[Entry]:
     """The entries of a pattern file, validated; raises LogPatternError naming a bad one."""
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        doc = load_yaml(path)
     except (OSError, yaml.YAMLError) as err:
         raise LogPatternError(f"{path}: cannot read: {err}") from err
     raw = doc.get("entries") if isinstance(doc, dict) else doc

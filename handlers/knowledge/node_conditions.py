@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from handlers.knowledge import load_yaml
 
 DATA = Path(__file__).with_name("node_conditions.yaml")
 _KEYS = {"id", "code", "agent", "types", "problem", "reason", "message", "gpus", "fabric",
@@ -91,7 +91,7 @@ def entries() -> tuple[Entry, ...]:
     """The entries of node_conditions.yaml, each checked against its examples."""
     from handlers.codes import CODES
 
-    doc = yaml.safe_load(DATA.read_text(encoding="utf-8")) or {}
+    doc = load_yaml(DATA) or {}
     out = tuple(_entry(raw, f"node_conditions.yaml entry {i}", CODES)
                 for i, raw in enumerate(doc.get("entries") or []))
     ids = [e.id for e in out]

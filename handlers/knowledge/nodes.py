@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from handlers.knowledge import load_yaml
 
 _HERE = Path(__file__).parent
 _ABSENT = (None, "", "false", "0")
@@ -64,7 +64,7 @@ class PluginKnowledge:
 
 
 def _load(name: str) -> dict[str, Any]:
-    data = yaml.safe_load((_HERE / name).read_text())
+    data = load_yaml(_HERE / name)
     if not isinstance(data, dict):
         raise ValueError(f"{name}: not a mapping")
     return data

@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Literal, cast
 
-import yaml
+from handlers.knowledge import load_yaml
 
 Action = Literal["app-fix", "reset", "drain", "repair"]
 ACTIONS: frozenset[str] = frozenset({"app-fix", "reset", "drain", "repair"})
@@ -54,7 +54,7 @@ def _parse(entry: object, where: str) -> XidInfo:
 @cache
 def table() -> dict[int, XidInfo]:
     """Every Xid in ``xid.yaml``, by number."""
-    doc = yaml.safe_load(_DATA.read_text(encoding="utf-8"))
+    doc = load_yaml(_DATA)
     out: dict[int, XidInfo] = {}
     for i, entry in enumerate(doc["xids"]):
         info = _parse(entry, f"xid.yaml entry {i}")
