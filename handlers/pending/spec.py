@@ -190,6 +190,10 @@ def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
     out = []
     ref = ctx.target_ref
     for r, q in unknown.items():
+        renamed = sorted(a for a in advertised if a.startswith(r + "."))
+        if renamed:
+            out.append(_renamed(ctx, r, q, renamed))
+            continue
         if _explained_by_nodes(ctx, r):
             continue  # placement asks those nodes' chain why they do not offer it
         if MIG_RESOURCE_RE.match(r):
@@ -219,6 +223,25 @@ def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
             "(kubectl get nodes -o json | jq '.items[].status.allocatable')",
         ))
     return out
+
+
+def _renamed(ctx: PendingContext, r: str, q: str, renamed: list[str]) -> Finding:
+    """The nodes offer the GPUs under another name: time-slicing or MPS with
+    ``renameByDefault: true`` advertises ``nvidia.com/gpu`` as ``nvidia.com/gpu.shared``
+    (k8s-device-plugin README, "With CUDA Time-Slicing"). No node will ever offer ``r``."""
+    holders = [name_of(n) for n in ctx.nodes if renamed[0] in _advertised(n, renamed[:1])]
+    evidence = [f"requested {r}: {q}",
+                *(f"node {n} advertises {renamed[0]}, not {r}" for n in holders[:5])]
+    if len(holders) > 5:
+        evidence.append(f"... and {len(holders) - 5} more nodes")
+    return Finding(
+        "UNKNOWN_GPU_RESOURCE",
+        f"No node offers {r}: the GPU nodes advertise them as {renamed[0]}.",
+        (ctx.target_ref, *(ObjectRef("Node", n) for n in holders[:5])), tuple(evidence),
+        f"Ask for {renamed[0]}: {q} instead of {r}, the name the nodes give their shared "
+        f"GPUs:\nresources:\n  limits:\n    {renamed[0]}: {q}\n"
+        f"(or set renameByDefault: false in the device plugin's sharing config, so that the "
+        f"shared GPUs keep the name {r}; pods asking {renamed[0]} then need changing).")
 
 
 def _explained_by_nodes(ctx: PendingContext, resource: str) -> bool:
