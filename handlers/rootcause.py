@@ -5,7 +5,9 @@ newer driver -> the device plugin crash-loops -> the node advertises no GPUs -> 
 pending). ``link`` marks each finding with the codes that cause it (``caused_by``) and picks
 the root cause: start from the most important problem and follow its causes down as far
 as the evidence goes. Two findings are linked only when the code graph allows it and they
-are about the same node (or one of them is about no node at all, e.g. a LimitRange).
+are about the same node, or one of them is about no node at all (a LimitRange), or both
+are about the same pod (why-pending's findings about the nodes that could take it: a
+NotReady node with the GPUs is why the others are short).
 """
 
 from __future__ import annotations
@@ -14,11 +16,15 @@ from dataclasses import replace
 
 from handlers.cards import catalogue
 from handlers.codes import code_rank
-from handlers.model import Finding, RootCause
+from handlers.model import Finding, ObjectRef, RootCause
 
 
 def _nodes(f: Finding) -> set[str]:
     return {o.name for o in f.objects if o.kind == "Node"}
+
+
+def _pods(f: Finding) -> set[ObjectRef]:
+    return {o for o in f.objects if o.kind == "Pod"}
 
 
 class _Index:
@@ -28,8 +34,11 @@ class _Index:
         self.by_code: dict[str, list[Finding]] = {}
         self.by_node: dict[tuple[str, str], list[Finding]] = {}
         self.nodeless: dict[str, list[Finding]] = {}
+        self.by_pod: dict[tuple[str, ObjectRef], list[Finding]] = {}
         for f in problems:
             self.by_code.setdefault(f.code, []).append(f)
+            for p in _pods(f):
+                self.by_pod.setdefault((f.code, p), []).append(f)
             ns = _nodes(f)
             if not ns:
                 self.nodeless.setdefault(f.code, []).append(f)
@@ -38,12 +47,14 @@ class _Index:
 
 
 def _candidates(f: Finding, ix: _Index) -> list[Finding]:
-    """Findings the graph allows as ``f``'s cause, about the same node or about none."""
-    mine = _nodes(f)
+    """Findings the graph allows as ``f``'s cause: about the same node, about none, or about
+    the same pod."""
+    mine, pods = _nodes(f), _pods(f)
     out: dict[int, Finding] = {}
     for code in catalogue().causes_of.get(f.code, ()):
         found = ix.by_code.get(code, []) if not mine else [
-            *ix.nodeless.get(code, []), *(c for n in mine for c in ix.by_node.get((code, n), []))]
+            *ix.nodeless.get(code, []), *(c for n in mine for c in ix.by_node.get((code, n), [])),
+            *(c for p in pods for c in ix.by_pod.get((code, p), []))]
         for c in found:
             if c is not f:
                 out.setdefault(id(c), c)

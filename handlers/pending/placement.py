@@ -30,6 +30,7 @@ from handlers.gpu import (
     name_of,
 )
 from handlers.kube.quantity import fmt_quantity, parse_quantity
+from handlers.kube.resources import pod_requests
 from handlers.memo import Table
 from handlers.model import Finding, NodeVerdict, ObjectRef
 from handlers.pending.context import PendingContext
@@ -181,7 +182,7 @@ def check(ctx: PendingContext) -> tuple[list[Finding], Placement]:
     feasible = [f for f in pool if not _targeting_rejections(f)]
     out += _targeting_findings(ctx, pool, ref)
     usable = [f for f in feasible if not _lifecycle(f)]
-    out += _lifecycle_findings(p, feasible, usable, ref)
+    out += _lifecycle_findings(ctx, p, feasible, usable, ref)
     # A volume that pins the pod away from free GPUs is the cause; "insufficient" on the
     # nodes it is pinned to is only its symptom.
     pinned = any(f.code == "VOLUME_NODE_AFFINITY" for f in out)
@@ -363,16 +364,25 @@ def _missing_labels(ctx: PendingContext, nodes: list[str],
     return out
 
 
-def _lifecycle_findings(p: Placement, feasible: list[NodeFit], usable: list[NodeFit],
-                        ref: ObjectRef) -> list[Finding]:
+def _leaving(ctx: PendingContext, node: str, res: str) -> float:
+    """GPUs held on ``node`` by pods being deleted: on a node that is not Ready they stay
+    Terminating (no kubelet confirms the deletion), and free their GPUs once it is back."""
+    return sum(pod_requests(q).get(res, 0.0) for q in ctx.pods_by_node.get(node, ())
+               if (q.get("metadata") or {}).get("deletionTimestamp"))
+
+
+def _lifecycle_findings(ctx: PendingContext, p: Placement, feasible: list[NodeFit],
+                        usable: list[NodeFit], ref: ObjectRef) -> list[Finding]:
     out = []
     res = p.gpu_resource
     for flt, code in LIFECYCLE.items():
         hit = [(f, r) for f in feasible for r in _lifecycle(f) if r.filter == flt]
         if not hit:
             continue
-        # Relevant when nothing usable is left, or the blocked nodes have the GPUs free.
-        helpful = [f for f, _ in hit if res is None or _gpu_fits(f, res, p.gpu_need)]
+        # Relevant when nothing usable is left, or the blocked nodes have the GPUs free
+        # (counting the GPUs of the pods that leave them once they are back).
+        helpful = [f for f, _ in hit if res is None or f.free.get(res, 0.0)
+                   + _leaving(ctx, f.node, res) >= p.gpu_need]
         if usable and not helpful:
             continue
         nodes = sorted({f.node for f, _ in hit})
@@ -381,14 +391,19 @@ def _lifecycle_findings(p: Placement, feasible: list[NodeFit], usable: list[Node
         fix = {"NODE_UNSCHEDULABLE": f"kubectl uncordon {nodes[0]}   # once its maintenance "
                "is over; check `kubectl get node -o yaml` annotations for who cordoned it",
                "NODE_NOT_READY": f"kubectl describe node {nodes[0]}; check kubelet on the "
-               "node: journalctl -u kubelet --since -1h",
+               "node: journalctl -u kubelet --since -1h\nIf the machine is gone for good, "
+               f"kubectl delete node {nodes[0]}: its Terminating pods are then removed and "
+               "their controllers recreate them elsewhere",
                "NODE_PRESSURE": f"kubectl describe node {nodes[0]} | grep -A8 Conditions; "
                "free disk/memory on the node or evict the pods using it"}[code]
+        leaving = {f.node: _leaving(ctx, f.node, res) for f in helpful} if res else {}
+        evidence = [f"node {f.node}: {r.reason}" for f, r in hit[:6]]
+        evidence += [f"node {n}: {g:g} {res} held by pods being deleted (Terminating), free "
+                     "once the node is back" for n, g in leaving.items() if g]
         out.append(Finding(
             code, f"{len(nodes)} GPU node(s) the pod could use are {what}"
             + (f"; {len(helpful)} of them have the GPUs free." if helpful and res else "."),
-            (ref, *(ObjectRef("Node", n) for n in nodes[:5])),
-            tuple(f"node {f.node}: {r.reason}" for f, r in hit[:6]), fix,
+            (ref, *(ObjectRef("Node", n) for n in nodes[:5])), tuple(evidence), fix,
             conditions=frozenset({OTHERS_USABLE} if usable else ()),
         ))
     return out
