@@ -86,7 +86,6 @@ class GpuTraits(NamedTuple):
     offered: frozenset[str]  # GPU resources listed in allocatable (even at 0)
     driver: str | None  # driver_version
     cuda: str | None  # cuda_version
-    expected: int | None  # expected_gpu_count
 
 
 # node name -> its traits, in each Memos; see gpu_traits
@@ -107,7 +106,7 @@ def gpu_traits(node: Mapping[str, Any], memos: Memos | None = None) -> GpuTraits
     alloc = (node.get("status") or {}).get("allocatable") or {}
     traits = GpuTraits(node, name, advertises_gpus(node) or has_gpu_labels(node),
                        frozenset(r for r in alloc if is_gpu_resource(r)),
-                       driver_version(node), cuda_version(node), expected_gpu_count(node))
+                       driver_version(node), cuda_version(node))
     if kept is not None and meta.get("uid"):
         kept.keep(name, traits)
     return traits
@@ -120,15 +119,20 @@ def is_gpu_node(node: Mapping[str, Any], plugin_nodes: Collection[str] = ()) -> 
 
 
 def expected_gpu_count(node: Mapping[str, Any]) -> int | None:
-    """How many physical GPUs the labels say the node has, when they say."""
-    lab = labels(node)
-    for key in ("nvidia.com/gpu.count", "karpenter.k8s.aws/instance-gpu-count"):
-        try:
-            if key in lab:
-                return int(lab[key])
-        except ValueError:
-            continue
-    return None
+    """How many physical GPUs the node's labels say it has (the GPU ledger's count,
+    handlers/ledger.py), when they say."""
+    from handlers.ledger import physical_count  # the ledger builds on this module
+
+    return physical_count(node)
+
+
+def seen_gpu_count(node: Mapping[str, Any]) -> int | None:
+    """How many GPUs the driver enumerated, as GFD labelled them (``nvidia.com/gpu.count``):
+    a GPU that fell off the bus is not among them."""
+    try:
+        return int(labels(node)["nvidia.com/gpu.count"])
+    except (KeyError, ValueError):
+        return None
 
 
 def gpu_product(node: Mapping[str, Any]) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from operator import attrgetter
 
+from handlers import ledger
 from handlers.chain import check_chain
 from handlers.gpu import (
     GPU_RESOURCE,
@@ -25,7 +26,6 @@ from handlers.gpu import (
     VOLCANO_GPU_RESOURCES,
     gpu_memory_mib,
     gpu_product,
-    gpu_traits,
     labels,
     name_of,
 )
@@ -519,10 +519,14 @@ def _advertises_less(p: Placement, fit: NodeFit, res: str) -> bool:
 
 
 def _physical(node: Obj, fit: NodeFit, res: str) -> float:
-    """GPUs the node has: the most of allocatable, capacity and the GFD/cloud count label."""
+    """What the node has of ``res``: the most of allocatable, capacity and, for
+    nvidia.com/gpu, the GPU ledger's count (handlers/ledger.py) in the resource's units."""
     cap = parse_quantity((node.get("status", {}).get("capacity") or {}).get(res))
-    expected = float(gpu_traits(node).expected or 0) if res == GPU_RESOURCE else 0.0
-    return max(fit.allocatable.get(res, 0.0), cap, expected)
+    if res != GPU_RESOURCE:
+        return max(fit.allocatable.get(res, 0.0), cap)
+    led = ledger.of(node)
+    has = 0 if led.at_least else led.physical  # "at least one" sizes no node
+    return max(fit.allocatable.get(res, 0.0), cap, float(has * led.replicas))
 
 
 def physical_gpus(p: Placement, node: str) -> float:

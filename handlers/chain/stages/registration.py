@@ -3,8 +3,9 @@ devices in ResourceSlices), all of them.
 
 A node that advertises none: GPU_NOT_ADVERTISED, naming the causes the earlier stages
 found; with a Ready plugin and no cause, the plugin's own log, else the kubelet never
-registered it. A node that advertises fewer GPUs than it has (GFD ``gpu.count``): a GPU
-the plugin could not enumerate.
+registered it. A node that advertises fewer GPUs than it has (the GPU ledger's count from its
+labels, ``handlers/ledger.py``): a GPU the plugin could not enumerate, unless the node's
+health agent reports it gone (GPU_MISSING).
 """
 
 from __future__ import annotations
@@ -14,18 +15,20 @@ from handlers.chain.fixtext import Where
 from handlers.chain.outcome import Draft, Outcome
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
-from handlers.gpu import GPU_RESOURCE, dra_component, expected_gpu_count, gpu_meant_by
+from handlers.gpu import GPU_RESOURCE, dra_component, gpu_meant_by
+from handlers.ledger import physical_said
 from handlers.logpatterns import last_lines
 
 CODE = "GPU_NOT_ADVERTISED"
 REGISTRATION = "KUBELET_REGISTRATION_FAILED"
 
 
-@stage("registration", after=("waiting",), check="kubelet registration")
+@stage("registration", after=("waiting", "health-agents"), check="kubelet registration")
 def registration(n: NodeFacts, before: Before) -> Outcome:
     cap = n.cap.get(GPU_RESOURCE)
     if n.advertised:
-        return Outcome(_partial(n, cap), passed=True)
+        # A GPU the node's health agent reports gone is its GPU_MISSING, with a cordon.
+        return Outcome(() if before.has("GPU_MISSING") else _partial(n, cap), passed=True)
     out: list[Draft] = []
     causes = [c for c in before.problems() if c != CODE]
     causes += [i.code for st in n.plugins
@@ -68,22 +71,22 @@ def registration(n: NodeFacts, before: Before) -> Outcome:
 
 def _partial(n: NodeFacts, cap: float | None) -> tuple[Draft, ...]:
     """Fewer GPUs advertised than the node has: one the plugin could not enumerate."""
-    expected = expected_gpu_count(n.node)
+    said = physical_said(n.node)
     mig_on = (n.lab.get("nvidia.com/mig.strategy") in ("single", "mixed")
               and n.lab.get("nvidia.com/mig.config", "all-disabled") != "all-disabled")
     shared = (n.lab.get("nvidia.com/gpu.replicas", "1") not in ("1", "") or mig_on
               or any(k.endswith(".shared") or "/mig-" in k for k in n.cap))
-    if not expected or cap is None or shared or cap >= expected:
+    if said is None or cap is None or shared or cap >= said.gpus:
         return ()
     return (Draft(
-        CODE, f"{n.name} advertises {cap:g} of its {expected} GPUs.",
+        CODE, f"{n.name} advertises {cap:g} of its {said.gpus} GPUs.",
         f"kubectl debug node/{n.name} -it --image=ubuntu -- chroot /host sh -c "
         "'nvidia-smi -L; lspci -nn | grep -i 10de; dmesg | grep -i xid'\n"
         "A GPU listed by lspci but missing from nvidia-smi (Xid 79, fallen off the bus) "
         "needs a node reboot or a hardware replacement: kubectl drain "
         f"{n.name} --ignore-daemonsets --delete-emptydir-data",
         (n.ref,),
-        (f"node {n.name} capacity nvidia.com/gpu: {cap:g} < nvidia.com/gpu.count={expected}",
+        (f"node {n.name} capacity nvidia.com/gpu: {cap:g} < {said.evidence}",
          "the device plugin enumerates fewer GPUs than the node has (a GPU fell off "
          "the bus or failed to initialise)"),
         conditions=frozenset({"partial"})),)

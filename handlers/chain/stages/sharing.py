@@ -12,7 +12,7 @@ from handlers.chain.outcome import Draft, Outcome, Retell
 from handlers.chain.sharing import REPLICAS_LABEL, replicas_of
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
-from handlers.gpu import DEVICE_PLUGIN_CONFIG_LABEL, expected_gpu_count
+from handlers.gpu import DEVICE_PLUGIN_CONFIG_LABEL, expected_gpu_count, seen_gpu_count
 from handlers.model import ObjectRef
 
 CODE = "TIMESLICING_CONFIG_INVALID"
@@ -60,7 +60,8 @@ def sharing(n: NodeFacts, before: Before) -> Outcome:
     ns, pod = (plugin.namespace, plugin.name) if plugin else (cfg.namespace,
                                                                "<device-plugin pod>")
     label_replicas = n.lab.get(REPLICAS_LABEL)
-    physical = expected_gpu_count(n.node)
+    # The plugin shares the GPUs the driver sees: one that fell off the bus is not shared.
+    physical = seen_gpu_count(n.node) or expected_gpu_count(n.node)
     for r in replicas_of(cfg.entries[key]):
         ev: list[str] = []
         cap = n.cap.get(r.resource)
