@@ -3,10 +3,15 @@
 No pod: no DaemonSet, or the rule that keeps it off the node (selector, affinity, taint),
 or why the DaemonSet creates none (Pod Security, RuntimeClass). A failing pod: its image
 cannot be pulled, it crash-loops (its log's known lines name the cause: CUDA, NVML, the
-runtime, privileges), or it hangs.
+runtime, privileges), or it hangs. A failing plugin pod is one even when another plugin on
+the node is Ready (a VM passthrough plugin beside a container one, two plugin DaemonSets).
+Its runtime hints are read in context (``runtime_context``): where the node's runtime is
+shown to serve GPUs, the plugin itself is at fault.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from handlers.chain import hook_context
 from handlers.chain.daemonsets import ds_label, event_message, managed_by_operator
@@ -28,14 +33,13 @@ _MAX_LOG_EVIDENCE = 4
 def plugin(n: NodeFacts, before: Before) -> Outcome:
     if not n.plugins:
         return Outcome((_missing(n),))
-    if n.plugin_ok:
+    failing = [st for st in n.plugins if st.failing or n.hard_errors(st)]
+    if n.plugin_ok and not failing:
         return Outcome(passed=True)
     out: list[Draft] = []
     waiting: list[Waiting] = []
     stuck: list[str] = []
-    for st in n.plugins:
-        if not st.failing and not n.hard_errors(st):
-            continue
+    for st in failing:
         kind = st.kind
         w = n.waiting(st) if kind == BLOCKED else None
         if kind == IMAGE_PULL:
@@ -47,10 +51,15 @@ def plugin(n: NodeFacts, before: Before) -> Outcome:
         elif kind in (CRASHLOOP, CREATE_ERROR):
             found, tail = n.logs(st)
             found += [x for m in n.events(st) for x in sourced(m, "event")]
-            found, twin_ev = drop_hints(n, st, found)
+            reading = drop_hints(n, st, found, before)
+            found = reading.found
             causes = [ln for c, ln in found if not evidence_only(c)][:_MAX_LOG_EVIDENCE]
-            ev = st.state_evidence() + [f"pod {st.label} {ln}" for ln in causes] + twin_ev
-            out.append(n.draft("DEVICE_PLUGIN_CRASHLOOP", ev + ([] if causes else tail), st=st))
+            ev = st.state_evidence() + [f"pod {st.label} {ln}" for ln in causes]
+            crash = n.draft("DEVICE_PLUGIN_CRASHLOOP",
+                            ev + reading.evidence + ([] if causes else tail), st=st)
+            if reading.runtime_works and not causes:
+                crash = replace(crash, fix=_plugin_at_fault(n.where_for(st)))
+            out.append(crash)
             found, runtime = hook_context.chain_reading(n, st, found)
             out += runtime
             out += n.log_drafts(st, found)[0]
@@ -156,6 +165,18 @@ def _crashloop(w: Where) -> Words:
         f"{logs_cmd(w)}\n"
         "Fix the cause its log shows (the other findings on this node), then restart it: "
         f"kubectl -n {w.namespace} delete pod {w.pod}")
+
+
+def _plugin_at_fault(w: Where) -> str:
+    """The crash's fix when the node's runtime is shown to serve GPUs: the plugin's own
+    release or settings, not the node."""
+    return (f"{logs_cmd(w)}\n"
+            f"The plugin finds no NVML although containers get their GPUs through the runtime "
+            f"on {w.node}: its image or settings are at fault, not the node. Run the image "
+            "that worked before, or a release that fixes it (the runbook names releases "
+            "known to fail so), or skip the platform auto-detection that fails: set "
+            "DEVICE_DISCOVERY_STRATEGY=nvml on its container. Then restart it: "
+            f"kubectl -n {w.namespace} delete pod {w.pod}")
 
 
 @words("DEVICE_PLUGIN_IMAGE_PULL")
