@@ -10,6 +10,11 @@ resource and no GPU label, for a pod that asks none, nothing shows a GPU to driv
 was applied where it should not be (kubernetes-sigs/dra-driver-nvidia-gpu#402), a runtime
 fault. why-pending (``handlers.pending.hooks``) and the node chain (device-plugin pods) read
 it alike.
+
+The same holds for a device plugin that hands GPUs to VMs through vfio-pci (KubeVirt's GPU
+device plugin, the GPU operator's sandbox plugin): it needs no NVIDIA driver, by design none
+is loaded where vfio-pci holds the GPUs, and the hook runs for it only because the NVIDIA
+runtime is the node's default (NVIDIA/kubevirt-gpu-device-plugin#49, kubevirt/kubevirt#9617).
 """
 
 from __future__ import annotations
@@ -27,6 +32,19 @@ if TYPE_CHECKING:
 CODE = "CONTAINER_RUNTIME_NOT_CONFIGURED"
 _HOOKS = ("nvidia-container-cli", "nvidia-container-runtime-hook")
 _NFD_PREFIX = "feature.node.kubernetes.io/"
+# Device plugins that hand GPUs to VMs through vfio, not to containers: KubeVirt's GPU device
+# plugin, which the GPU operator runs as its sandbox device plugin
+# (assets/state-sandbox-device-plugin).
+VM_PLUGIN_IMAGES = ("kubevirt-gpu-device-plugin",)
+
+
+def vm_plugin(pod: Mapping[str, Any]) -> str | None:
+    """The image of a pod's container that is a VM passthrough device plugin, or None."""
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        image = str(c.get("image", ""))
+        if any(m in image for m in VM_PLUGIN_IMAGES):
+            return image
+    return None
 
 
 def hook_driver_line(code: str, line: str) -> bool:
@@ -66,12 +84,28 @@ def fix(node: str) -> str:
 def chain_reading(run: NodeFacts, st: PodState, found: list[tuple[str, str]]
                   ) -> tuple[list[tuple[str, str]], list[Draft]]:
     """A failing device-plugin pod's hook lines on a node that advertises no GPU and
-    carries no GPU label: the runtime finding instead of the driver's; ``found`` without
-    them. (The chain makes every finding on such a node a warning: it may be a GPU node
-    nothing labels.)"""
+    carries no GPU label, or from a VM passthrough plugin: the runtime finding instead of the
+    driver's; ``found`` without them. (The chain makes every finding on a node without GPU
+    labels a warning: it may be a GPU node nothing labels.)"""
     hook = [ln for c, ln in found if hook_driver_line(c, ln)]
-    if not hook or not run.plugin_only:
+    image = vm_plugin(st.pod)
+    if not hook or not (run.plugin_only or image):
         return found, []
-    said = Draft(CODE, summary(run.name), fix(run.name), (run.ref, st.ref),
-                 (*(f"pod {st.label} {ln}" for ln in hook[:2]), node_evidence(run.node)))
-    return [(c, ln) for c, ln in found if not hook_driver_line(c, ln)], [said]
+    kept = [(c, ln) for c, ln in found if not hook_driver_line(c, ln)]
+    lines = tuple(f"pod {st.label} {ln}" for ln in hook[:2])
+    if image is None:
+        return kept, [Draft(CODE, summary(run.name), fix(run.name), (run.ref, st.ref),
+                            (*lines, node_evidence(run.node)))]
+    return kept, [Draft(
+        CODE,
+        f"The NVIDIA container hook runs for the VM passthrough device plugin on {run.name} "
+        "and fails for want of a driver that plugin does not need: the NVIDIA runtime is "
+        "the node's default runtime.",
+        f"Run the VM plugin without the NVIDIA hook: set NVIDIA_VISIBLE_DEVICES=void in its "
+        "container's env (or give it a runc RuntimeClass), or keep the NVIDIA runtime off "
+        f"the default on {run.name} (nvidia-ctk runtime configure --runtime=containerd, "
+        "without --set-as-default) and give GPU container pods runtimeClassName: nvidia. "
+        f"Then restart it: kubectl -n {st.namespace} delete pod {st.name}",
+        (run.ref, st.ref),
+        (*lines, f"pod {st.label} runs {image}: it hands vfio-pci GPUs to VMs and loads no "
+                 "NVIDIA driver (none is loaded where vfio-pci holds the GPUs)"))]
