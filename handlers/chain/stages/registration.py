@@ -3,9 +3,12 @@ devices in ResourceSlices), all of them.
 
 A node that advertises none: GPU_NOT_ADVERTISED, naming the causes the earlier stages
 found; with a Ready plugin and no cause, the plugin's own log, else the kubelet never
-registered it. A node that advertises fewer GPUs than it has (the GPU ledger's count from its
-labels, ``handlers/ledger.py``): a GPU the plugin could not enumerate, unless the node's
-health agent reports it gone (GPU_MISSING).
+registered it. A Ready plugin that says it found no devices never asked the kubelet to
+register anything: that is the node's missing GPUs in the plugin's own words (it looks only
+when it starts, so a restart once the GPUs are up brings them back:
+NVIDIA/k8s-device-plugin#414), not a registration failure. A node that advertises fewer GPUs
+than it has (the GPU ledger's count from its labels, ``handlers/ledger.py``): a GPU the plugin
+could not enumerate, unless the node's health agent reports it gone (GPU_MISSING).
 """
 
 from __future__ import annotations
@@ -13,14 +16,18 @@ from __future__ import annotations
 from handlers.chain.facts import NodeFacts, sourced
 from handlers.chain.fixtext import Where
 from handlers.chain.outcome import Draft, Outcome
+from handlers.chain.pods import PodState
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
 from handlers.gpu import GPU_RESOURCE, dra_component, gpu_meant_by
+from handlers.knowledge.logs import active
 from handlers.ledger import physical_said
 from handlers.logpatterns import last_lines
 
 CODE = "GPU_NOT_ADVERTISED"
 REGISTRATION = "KUBELET_REGISTRATION_FAILED"
+# knowledge/logs.yaml: the plugin found no GPU at start and waits.
+NO_DEVICES = "plugin-no-devices"
 
 
 @stage("registration", after=("waiting", "health-agents"), check="kubelet registration")
@@ -33,12 +40,14 @@ def registration(n: NodeFacts, before: Before) -> Outcome:
     causes = [c for c in before.problems() if c != CODE]
     causes += [i.code for st in n.plugins
                for i in n.ctx.ds_issues.get(n.plugin_ds_key(st), [])]
-    if not causes and n.plugin_ok:
-        st = next(s for s in n.plugins if s.ready)
-        container = n.plugin_container(st) or ""
-        text = n.ctx.reader.logs(st.namespace, st.name, container or None)
+    ready = next((s for s in n.plugins if s.ready), None)
+    container = (n.plugin_container(ready) or "") if ready else ""
+    text = n.ctx.reader.logs(ready.namespace, ready.name, container or None) if ready else None
+    idle = _found_nothing(text)
+    if not causes and ready is not None:
+        st = ready
         out, causes = n.log_drafts(st, sourced(text, "log"))
-        if not causes:
+        if not causes and not idle:
             if dra_component(st.pod) == "kubelet-plugin":
                 ev = [f"pod {st.label} (DRA kubelet plugin) is Running and Ready",
                       f"ResourceSlices with GPU devices for node {n.name}: none",
@@ -61,12 +70,52 @@ def registration(n: NodeFacts, before: Before) -> Outcome:
           + ("absent" if cap is None else f"{cap:g}"), *gpu_meant_by(n.node)]
     if causes:
         ev.append("cause: " + ", ".join(dict.fromkeys(causes)))
+    if ready is not None:
+        ev += [f"pod {ready.label} log: {ln}" for ln in idle]
     ev += before.stuck
     if n.plugin_only:
         ev.append("the node carries no GPU labels: if it has no GPU, keep the "
                   "device-plugin DaemonSet off it with a nodeSelector")
-    out.append(n.draft(CODE, ev))
+    if ready is not None and idle and not causes:
+        out.append(_found_no_devices(n, ready, container, ev))
+    else:
+        out.append(n.draft(CODE, ev))
     return Outcome(tuple(out))
+
+
+def _found_nothing(text: str | None) -> list[str]:
+    """The plugin's own "found no devices, waiting" lines (knowledge/logs.yaml)."""
+    entry = next((e for e in active().entries if e.id == NO_DEVICES), None)
+    if entry is None or not text or not entry.pattern.search(text):
+        return []
+    return [ln.rstrip() for ln in text.splitlines() if entry.pattern.search(ln)][-1:]
+
+
+def _found_no_devices(n: NodeFacts, st: PodState, container: str, ev: list[str]) -> Draft:
+    """A Ready plugin that found no GPU when it started: it registered nothing and waits."""
+    w = n.where_for(st, container)
+    return Draft(
+        CODE,
+        f"The device plugin on {n.name} found no GPU when it started and waits without "
+        f"registering any: {n.name} advertises none.",
+        f"kubectl -n {w.namespace} delete pod {w.pod}   # the plugin looks for GPUs only when "
+        "it starts (after a reboot or a driver upgrade it can start before the GPUs are up)\n"
+        f"Still none: kubectl debug node/{n.name} -it --image=ubuntu -- chroot /host "
+        "nvidia-smi -L   # no GPU listed: the driver is the fault, fix it first",
+        (n.ref, st.ref), (*ev, *_restarts(st)), (("restart-device-plugin", n.name),))
+
+
+def _restarts(st: PodState) -> list[str]:
+    """When the plugin's containers last stopped (a node reboot shows as one)."""
+    out = []
+    for c in (st.pod.get("status") or {}).get("containerStatuses") or []:
+        term = (c.get("lastState") or {}).get("terminated") or {}
+        if c.get("restartCount") and term:
+            out.append(f"pod {st.label}: container {c.get('name')} restarted "
+                       f"{c.get('restartCount')}x, last stopped {term.get('finishedAt')} "
+                       f"({term.get('reason') or 'Terminated'}, exit code "
+                       f"{term.get('exitCode', '?')})")
+    return out
 
 
 def _partial(n: NodeFacts, cap: float | None) -> tuple[Draft, ...]:
