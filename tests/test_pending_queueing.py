@@ -146,3 +146,41 @@ def test_a_priority_read_from_its_class_is_not_remembered() -> None:
     assert "PREEMPTION_BLOCKED" in check(1_000_000)
     assert "PREEMPTION_BLOCKED" not in check(-5)  # lower than the pod's 0: it may preempt
     assert "PREEMPTION_BLOCKED" in check(1_000_000)
+
+
+def test_the_schedulers_own_never_verdict_is_workload_evidence() -> None:
+    """1.24+ prints "preemption: not eligible due to preemptionPolicy=Never" (#107775)."""
+    ctx = pod_context("preemption-never-policy", "research", "gemma-pretrain-0")
+    f = _one(queueing.check(ctx), "PREEMPTION_BLOCKED")
+    assert "workload-evidence" in f.conditions
+
+
+def test_never_before_the_scheduler_said_so_is_read_from_the_pod() -> None:
+    """1.22: no preemption part in the message; the pod's class says Never."""
+    reader = reader_for("low-priority-never-preempt/cluster")
+    obj = reader.get("Pod", "nightly-embeddings-5qj8d", "batch")
+    assert obj is not None
+    f = _one(queueing.check(PendingContext(reader, obj, True, "batch")), "PREEMPTION_BLOCKED")
+    assert _has(f, "priority 1000 (PriorityClass batch-nonpreempting), preemptionPolicy: Never")
+    assert _has(f, "hpo/optuna-trial-10 holds 1 nvidia.com/gpu, priority -100 (scavenger)")
+    assert f.conditions == frozenset()
+
+
+def test_no_victims_below_the_pod_is_the_schedulers_word_for_a_priority_gap() -> None:
+    ctx = pod_context("preemption-lower-priority", "default", "sdxl-batch")
+    assert "workload-evidence" in _one(queueing.check(ctx), "PREEMPTION_BLOCKED").conditions
+
+
+def test_when_priority_decides_it_is_the_root_and_the_shortage_its_symptom() -> None:
+    from handlers import why_pending
+    from handlers.model import Severity
+    from handlers.target import parse_target
+    for scenario, target in (
+            ("low-priority-never-preempt/cluster", "batch/nightly-embeddings-5qj8d"),
+            ("preemption-lower-priority", "default/sdxl-batch")):
+        d = why_pending.run(reader_for(scenario), parse_target(target, None))
+        assert d.root_cause is not None and d.root_cause.code == "PREEMPTION_BLOCKED"
+        by_code = {f.code: f for f in d.findings}
+        assert by_code["PREEMPTION_BLOCKED"].severity == Severity.CRITICAL
+        assert by_code["INSUFFICIENT_GPU"].caused_by == ("PREEMPTION_BLOCKED",)
+        assert by_code["INSUFFICIENT_GPU"].severity == Severity.WARNING

@@ -5,7 +5,9 @@
 - QUEUE_QUOTA_EXHAUSTED: a Volcano Queue is closed or full (``handlers.pending.volcano``).
 - QUEUE_QUOTA_EXHAUSTED: a Kueue Workload is not admitted (``handlers.pending.kueue``).
 - PREEMPTION_BLOCKED: the GPUs the pod needs are held by pods it may not preempt (higher
-  priority), or its own ``preemptionPolicy: Never`` keeps it from evicting lower ones.
+  priority), or its own ``preemptionPolicy: Never`` keeps it from evicting lower ones. Found
+  only when priority decides, so its card makes it INSUFFICIENT_GPU's cause; the scheduler's
+  own verdict in the event (1.24+) is workload evidence.
 - AUTOSCALER_NO_SCALE_UP: cluster-autoscaler / Karpenter said they will not add a node.
 
 ``PENDING_NO_EVENTS`` is not decided here (why_pending emits it).
@@ -188,7 +190,7 @@ def _room(ctx: PendingContext, member: Obj) -> tuple[int, list[str]]:
 
 
 # ------------------------------------------------------------------------ preemption
-def _priority_of(ctx: PendingContext, pod: Mapping[str, Any]) -> tuple[int, str, str]:
+def priority_of(ctx: PendingContext, pod: Mapping[str, Any]) -> tuple[int, str, str]:
     """(priority, class name, preemptionPolicy) as admission resolves them."""
     spec = pod.get("spec") or {}
     cls = str(spec.get("priorityClassName") or "")
@@ -206,7 +208,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
     gres, need = main_gpu_request(ctx.pod)
     if not gres or not ctx.nodes or (ctx.pod.get("spec") or {}).get("nodeName"):
         return []
-    prio, cls, policy = _priority_of(ctx, ctx.pod)
+    prio, cls, policy = priority_of(ctx, ctx.pod)
     fits = ctx.node_fits
     if any(f.fits for f in fits):
         return []
@@ -230,7 +232,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
         info = node_info(ctx.nodes_by_name[f.node], ctx.pods_by_node.get(f.node, []))
         for facts in info.extended:
             if facts.ref in held:
-                prio_of[facts.ref] = _priority_of(ctx, facts.pod)
+                prio_of[facts.ref] = priority_of(ctx, facts.pod)
 
     def lower(x: int) -> bool:
         return x < prio
@@ -240,11 +242,15 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
 
     who = f"priority {prio}" + (f" (PriorityClass {cls})" if cls else " (no priorityClassName)")
     last = next((e for e in reversed(ctx.events) if e.get("reason") == "FailedScheduling"), None)
-    sched_line = []
+    sched_line: list[str] = []
+    # The scheduler's own preemption verdict (1.24+ prints it after "preemption:").
+    said_never = said_no_victims = False
     if last is not None:
         msg = parse_scheduling_message(str(last.get("message", "")))
         if msg.preemption_summary or msg.preemption:
             sched_line = [f"scheduler: {last.get('message')}"]
+            said_never = "preemptionPolicy=Never" in (msg.preemption_summary or "")
+            said_no_victims = any(r.category == "no_preemption_victims" for r in msg.preemption)
     if policy == PREEMPT_NEVER and lower_frees:
         evidence = [f"pod {who}, preemptionPolicy: Never", *sched_line]
         evidence += _holder_lines(lower_frees, prio_of, gres, lower)
@@ -257,6 +263,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
             "Use a PriorityClass that may preempt:\napiVersion: scheduling.k8s.io/v1\n"
             f"kind: PriorityClass\nmetadata:\n  name: {cls or 'gpu-high'}-preempting\n"
             f"value: {prio}\npreemptionPolicy: PreemptLowerPriority",
+            conditions=_confirmed(said_never),
         )]
     evidence = [f"pod {who}, preemptionPolicy: {policy}", *sched_line]
     evidence += _holder_lines(higher_blocks, prio_of, gres, higher)
@@ -270,7 +277,14 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
         "Wait for the holders, or run the pod at a higher PriorityClass (only if it should evict "
         f"them): spec.priorityClassName: <class with value > {top}>; list classes: "
         "kubectl get priorityclasses",
+        conditions=_confirmed(said_no_victims),
     )]
+
+
+def _confirmed(scheduler_says_so: bool) -> frozenset[str]:
+    """The pod's own FailedScheduling event names the same preemption verdict: what keeps
+    this workload from running, in the scheduler's words."""
+    return frozenset({"workload-evidence"}) if scheduler_says_so else frozenset()
 
 
 def _held_around(ctx: PendingContext, info: NodeInfo, gres: str,
@@ -291,7 +305,7 @@ def _held_around(ctx: PendingContext, info: NodeInfo, gres: str,
         their = (facts.pod.get("spec") or {}).get("priority")
         if type(their) is not int:  # resolved from its PriorityClass, which may change
             settled = False
-            their = _priority_of(ctx, facts.pod)[0]
+            their = priority_of(ctx, facts.pod)[0]
         if their < prio:
             lower += gpus
         elif their > prio:
