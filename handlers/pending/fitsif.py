@@ -7,6 +7,13 @@ the taint, the label, the pods to move. Changes the filters do not see (a quota,
 LimitRange, a scheduler name) are offered only when placement already succeeds: then the
 gate is the one thing left. Ordered by cost: fewest objects changed and no evictions first.
 
+A node a GPU-stack fault is about (the discovery chain's codes, a failed MIG
+reconfiguration) is tried repaired, advertising the GPUs it has, or what the pod asks when
+the data does not say how many. Fewer GPUs come after freeing GPUs, and fewer than the
+workload's parallelism needs (``handlers.knowledge.parallelism``: torchrun's
+``--nproc_per_node``, vLLM's tensor parallel size, ...) only when nothing else fits, saying
+what the smaller request costs.
+
 Copies carry no ``metadata.uid``: the memos keyed by uid (node_info, pod_facts) must not
 mistake a what-if for a newer version of the real object.
 """
@@ -19,12 +26,15 @@ import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from operator import attrgetter
+from functools import cache
+from operator import attrgetter, itemgetter
 from typing import Any
 
-from handlers.cards import CHANGES, Section, card
+from handlers.cards import CHANGES, Section, card, catalogue
+from handlers.chain.row import MIG_CONFIG_LABEL
 from handlers.codes import title
 from handlers.gpu import GPU_RESOURCE, is_gpu_resource, name_of
+from handlers.knowledge.parallelism import parallelism
 from handlers.kube.quantity import fmt_quantity, parse_quantity
 from handlers.kube.resources import CPU, MEMORY, PODS
 from handlers.kube.taints import (
@@ -35,6 +45,7 @@ from handlers.kube.taints import (
 )
 from handlers.model import Finding, FitChange, ObjectRef
 from handlers.pending.context import PendingContext
+from handlers.pending.queueing import PREEMPT_NEVER, priority_of
 from handlers.rootcause import cause_codes
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.view import Obj
@@ -45,6 +56,7 @@ GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.family", "nvidia.co
                    "nvidia.com/gpu.machine", "node.kubernetes.io/instance-type")
 _MAX_BRUTE = 12  # holders per node tried exhaustively for the fewest pods to move
 _MAX_TRIES = 3  # nodes re-checked per kind of change
+_MIG_PROFILE = re.compile(r"mig-((\d+)g\.(\d+)gb)")
 # Filters that rule a node out for where the pod is sent (its nodeName, node selector and
 # affinity, tolerations, its volumes' node affinity): a node like it rules the pod out too.
 _TARGETING = frozenset({"NodeName", "NodeAffinity", "TaintToleration", "VolumeNodeAffinity"})
@@ -135,6 +147,7 @@ class _Search:
         self.res, self.need = ctx.gpu_request
         self.sim = _Sim(ctx, gpu_nodes)
         self.found: list[FitChange] = []
+        self.last_resort: list[FitChange] = []  # offered only when nothing else is found
         self.near: list[tuple[int, str]] = []  # (rejections left, "option: what it lacks")
         self._pool = sorted((f for f in self.fits.values() if f.node in gpu_nodes),
                             key=attrgetter("node"))
@@ -211,28 +224,61 @@ class _Search:
                 return
 
     def fix_gpu_stack(self) -> None:
+        """A node a GPU-stack fault is about, repaired, offers what it has: its physical
+        GPUs when the data says how many, else (a node advertising none) what the pod asks,
+        said as a condition. Only a node whose GPU count is all it lacks."""
         res = self.res or GPU_RESOURCE
-        short = [f for f in self.pool() if f.node in self.broken and res == GPU_RESOURCE
-                 and f.allocatable.get(res, 0.0) < self.physical(f.node)]
-        for f in self.pool():
-            if f.node in self.broken and not self.physical(f.node):
-                self.near.append((1, f"repairing the GPU stack on {f.node} (not checked: the "
-                                  "data does not say how many GPUs the node has)"))
-        # Repaired, a node offers all its GPUs: only one whose GPU count is all it lacks.
-        ok = [f for f in short if all(r.resource == res for r in f.rejections)
-              and f.filters == {"NodeResourcesFit"}
-              and self.physical(f.node) - f.requested.get(res, 0.0) >= self.need]
-        for f in sorted(ok, key=lambda f: (-self.physical(f.node), f.node))[:_MAX_TRIES]:
+        cands = [f for f in self.pool() if f.node in self.broken]
+        tries = 0
+        for f in sorted(cands, key=lambda f: (-self.physical(f.node), f.node)):
+            label = f"repairing the GPU stack on {f.node}"
+            if f.filters != {"NodeResourcesFit"} or any(r.resource != res for r in f.rejections):
+                self.near.append((len(f.rejections), f"{label} still leaves {_lacks(f)}"))
+                continue
+            repaired = self._repaired(f, res)
+            if repaired is None or tries == _MAX_TRIES:
+                continue
+            tries += 1
+            have, summary, cost = repaired
             node = _anon(self.ctx.nodes_by_name[f.node])
-            have = fmt_quantity(self.physical(f.node), res)
             for key in ("capacity", "allocatable"):
-                node.setdefault("status", {}).setdefault(key, {})[res] = have
-            if self._try_node(f.node, node, f"repairing the GPU stack on {f.node}"):
-                self.found.append(FitChange(
-                    "fix-gpu-stack", f"repair the GPU stack on {f.node} (see its findings above) "
-                    f"so that it advertises its {have} GPUs", [f.node], [_node_ref(f.node)],
-                    (1, 2)))
+                node.setdefault("status", {}).setdefault(key, {})[res] = fmt_quantity(have, res)
+            if self._try_node(f.node, node, label):
+                self.found.append(FitChange("fix-gpu-stack", summary, [f.node],
+                                            [_node_ref(f.node)], cost))
                 return
+
+    def _repaired(self, f: NodeFit, res: str) -> tuple[float, str, tuple[float, ...]] | None:
+        """(what the repaired node offers, the change's words, its cost), or None when a
+        repair would not give the pod what it asks."""
+        physical, alloc = self.physical(f.node), f.allocatable.get(res, 0.0)
+        held = f.requested.get(res, 0.0)
+        fix = f"repair the GPU stack on {f.node} (see its findings above)"
+        if physical > alloc:
+            if physical - held < self.need:
+                self.near.append((1, f"repairing the GPU stack on {f.node} gives it "
+                                  f"{physical:g} {res}, {held:g} of them held"))
+                return None
+            what = ("GPU" if physical == 1 else "GPUs") if res == GPU_RESOURCE else res
+            return physical, f"{fix} so that it advertises its {physical:g} {what}", (1, 2)
+        if alloc:
+            return None  # it offers what it has: a repair adds nothing
+        # It advertises none and the data does not say how many it has: a GPU node has at
+        # least one, so the repair is offered on the condition that it has what the pod asks.
+        labels = (self.ctx.nodes_by_name[f.node].get("metadata") or {}).get("labels") or {}
+        profile = _mig_profile(res)
+        if profile is not None:
+            config = str(labels.get(MIG_CONFIG_LABEL) or "")
+            if profile not in config:
+                self.near.append((1, f"repairing MIG on {f.node}: its {MIG_CONFIG_LABEL} "
+                                  f"{config or '(none)'} does not name {profile}"))
+                return None
+            return self.need + held, (
+                f"{fix}: its {MIG_CONFIG_LABEL}={config} makes {res}, and the pod fits once "
+                "mig-manager applies it"), (1, 3)
+        return self.need + held, (
+            f"{fix}: the pod fits once it advertises {self.need:g} {res} (the data does not "
+            "say how many GPUs it has)"), (1, 3)
 
     def free_gpus(self) -> None:
         """The node where the fewest, then smallest, GPU holders must move."""
@@ -257,18 +303,32 @@ class _Search:
         _, f, pick = best
         refs = {r for r, _ in pick}
         pods = {**self.ctx.pods_by_node}
-        pods[f.node] = [p for p in pods.get(f.node, [])
-                        if f"{p.get('metadata', {}).get('namespace') or ''}/{name_of(p)}"
-                        not in refs]
+        moving = [p for p in pods.get(f.node, []) if _pod_ref(p) in refs]
+        pods[f.node] = [p for p in pods.get(f.node, []) if _pod_ref(p) not in refs]
         node = _anon(self.ctx.nodes_by_name[f.node])
         if self._try_node(f.node, node, f"freeing GPUs on {f.node}", pods_by_node=pods):
             moved = ", ".join(f"{r} ({g:g})" for r, g in pick)
             self.found.append(FitChange(
                 "free-gpus", f"free {self.need - f.free.get(res, 0.0):g} {res} on {f.node} by "
-                f"moving {len(pick)} pod(s): {moved}", [f.node],
+                f"moving {len(pick)} pod(s): {moved}{self._priority_note(moving)}", [f.node],
                 [_node_ref(f.node), *(ObjectRef("Pod", r.split("/", 1)[1], r.split("/", 1)[0])
                                       for r, _ in pick)],
                 (2 + len(pick), sum(g for _, g in pick))))
+
+    def _priority_note(self, moving: Sequence[Obj]) -> str:
+        """What priority says about moving these pods: they outrank the pod, or the
+        scheduler would evict them itself but for the pod's preemptionPolicy: Never."""
+        prio, _, policy = priority_of(self.ctx, self.ctx.pod)
+        theirs = [priority_of(self.ctx, p)[0] for p in moving]
+        if not theirs:
+            return ""
+        if max(theirs) > prio:
+            return (f"; they outrank the pod (priority {max(theirs)} > {prio}): moving them sets "
+                    "back more important work")
+        if policy == PREEMPT_NEVER and max(theirs) < prio:
+            return ("; the scheduler would evict them itself if the pod's preemptionPolicy were "
+                    "PreemptLowerPriority, not Never")
+        return ""
 
     def add_nodes(self) -> None:
         """A new node like a feasible one of the pool: empty, ready, all its GPUs."""
@@ -397,33 +457,70 @@ class _Search:
                 return
 
     def _fewer_gpus(self) -> None:
-        """Ask as many GPUs as the best node has free (only when that is still >= 1)."""
+        """Ask as many GPUs as the best node has free (still at least one per container
+        that asks): after freeing GPUs, and below what the workload's parallelism needs
+        (``handlers.knowledge.parallelism``) only when nothing else lets it fit."""
         res, need = self.res, self.need
         if not res:
             return
         short = [f for f in self.pool() if f.filters == {"NodeResourcesFit"}
                  and all(r.resource == res for r in f.rejections)]
         most = max((f.free.get(res, 0.0) for f in short), default=0.0)
-        if not 1 <= most < need or most != int(most):
+        asks = _gpu_asks(self.ctx.pod, res)
+        if not asks or not 1 <= most < need or most != int(most):
+            return
+        big_ask, big = max(asks, key=itemgetter(0))
+        new = most - (sum(a for a, _ in asks) - big_ask)
+        if new < 1:
             return
         ok = self._try_pod(_with_gpus(self.ctx.pod, res, most), f"asking {most:g} {res}")
-        if ok:
-            self.found.append(FitChange(
-                "change-request", f"ask for {most:g} {res} instead of {need:g} (fits on "
-                f"{', '.join(ok[:3])}); split the job over more pods if it needs them all",
-                ok[:5], [_workload_ref(self.ctx)], (1, 7)))
+        if not ok:
+            return
+        par = parallelism(big, int(big_ask), res, self.ctx.controller)
+        fits = f"ask for {most:g} {res} instead of {need:g} (fits on {', '.join(ok[:3])})"
+        costs = par.shrink.replace("{n}", f"{new:g}")
+        if par.gpus is not None and new < par.gpus:
+            self.last_resort.append(FitChange(
+                "change-request", f"{fits}, only because nothing else fits: {par.evidence}; "
+                f"{costs}", ok[:5], [_workload_ref(self.ctx)], (10,)))
+            return
+        why = (f"{par.evidence}; {costs}" if par.gpus is None else
+               f"{par.evidence} uses {par.gpus} of the {big_ask:g} it asks")
+        # Never ahead of freeing GPUs: a smaller request is slower, if nothing else.
+        after = max([(8.0,), *((*c.cost, 1.0) for c in self.found if c.change == "free-gpus")])
+        self.found.append(FitChange("change-request", f"{fits}: {why}", ok[:5],
+                                    [_workload_ref(self.ctx)], after))
 
     def _by_free(self, fits: Iterable[NodeFit]) -> list[NodeFit]:
         res = self.res or GPU_RESOURCE
         return sorted(fits, key=lambda f: (-f.free.get(res, 0.0), f.node))
 
 
+@cache
+def _stack_codes() -> frozenset[str]:
+    """Faults of a node's GPU stack: the discovery chain's codes and every code that can
+    keep a node from advertising its GPUs (a failed MIG reconfiguration)."""
+    cat = catalogue()
+    return frozenset({c.code for c in cat.cards.values() if c.section == Section.CHAIN}
+                     | set(cat.causes_of.get("GPU_NOT_ADVERTISED", ())))
+
+
+def _mig_profile(res: str) -> str | None:
+    """``2g.10gb`` for ``nvidia.com/mig-2g.10gb``."""
+    m = _MIG_PROFILE.search(res)
+    return m[1] if m else None
+
+
+def _pod_ref(pod: Obj) -> str:
+    return f"{(pod.get('metadata') or {}).get('namespace') or ''}/{name_of(pod)}"
+
+
 def _resource_order(res: str) -> tuple[int, float, str]:
     """nvidia.com/gpu first, then MIG profiles biggest first."""
     if res == GPU_RESOURCE:
         return 0, 0.0, res
-    m = re.search(r"mig-(\d+)g\.(\d+)gb", res)
-    return 1, -(float(m[1]) * 1000 + float(m[2])) if m else 0.0, res
+    m = _MIG_PROFILE.search(res)
+    return 1, -(float(m[2]) * 1000 + float(m[3])) if m else 0.0, res
 
 
 def fewest_holders(holders: list[tuple[str, float]],
@@ -458,21 +555,25 @@ def _renamed(pod: Obj, old: str, new: str) -> dict[str, Any]:
     return out
 
 
+def _gpu_asks(pod: Obj, res: str) -> list[tuple[float, dict[str, Any]]]:
+    """(what it asks of ``res``, the container) for each container that asks it."""
+    out = []
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        r = c.get("resources") or {}
+        limits, requests = r.get("limits") or {}, r.get("requests") or {}
+        if res in limits or res in requests:
+            out.append((parse_quantity(limits.get(res, requests.get(res))), c))
+    return out
+
+
 def _with_gpus(pod: Obj, res: str, total: float) -> dict[str, Any]:
     """The pod asking ``total`` of ``res`` in the container that asks the most of it."""
     out = _anon(pod)
-    cs = [c for c in (out.get("spec") or {}).get("containers") or []
-          if res in ((c.get("resources") or {}).get("limits") or {})
-          or res in ((c.get("resources") or {}).get("requests") or {})]
-    if not cs:
+    asks = _gpu_asks(out, res)
+    if not asks:
         return out
-    def asked(c: dict[str, Any]) -> float:
-        r = c.get("resources") or {}
-        return parse_quantity((r.get("limits") or {}).get(res, (r.get("requests") or {})
-                                                             .get(res)))
-    rest = sum(asked(c) for c in cs) - max(asked(c) for c in cs)
-    big = max(cs, key=asked)
-    value = fmt_quantity(max(total - rest, 0.0), res)
+    big_ask, big = max(asks, key=itemgetter(0))
+    value = fmt_quantity(max(total - (sum(a for a, _ in asks) - big_ask), 0.0), res)
     for part in ("requests", "limits"):
         rl = big["resources"].get(part)
         if rl is not None and res in rl:
@@ -523,13 +624,15 @@ def find(ctx: PendingContext, fits: list[NodeFit], gpu_nodes: AbstractSet[str],
             return Outcome([], "more than one thing holds the pod before the scheduler: "
                            + ", ".join(dict.fromkeys(g.code for g in gates)))
         return Outcome([])
-    broken = {o.name for f in findings if f.severity.is_problem
-              and card(f.code).section == Section.CHAIN for o in f.objects if o.kind == "Node"}
+    stack = _stack_codes()
+    broken = {o.name for f in findings if f.severity.is_problem and f.code in stack
+              for o in f.objects if o.kind == "Node"}
     s = _Search(ctx, fits, gpu_nodes, physical, broken)
+    # Freeing GPUs before asking for fewer: a smaller request is ranked after it.
     for step in (s.uncordon, s.node_ready, s.tolerate, s.change_selector, s.fix_gpu_stack,
-                 s.change_request, s.free_gpus, s.add_nodes):
+                 s.free_gpus, s.change_request, s.add_nodes):
         step()
-    found = sorted(s.found, key=lambda c: (c.cost, CHANGES.index(c.change)))
+    found = sorted(s.found or s.last_resort, key=lambda c: (c.cost, CHANGES.index(c.change)))
     if gates:
         lacks = ", ".join(dict.fromkeys(g.code for g in gates))
         near = f"{found[0].summary}, and still {lacks}" if found else f"placement and {lacks}"
