@@ -49,6 +49,7 @@ def run(reader: Reader, node: str | None = None) -> Diagnosis:
     for check in report.checks:
         diag.check(check)
     diag.unchecked = list(dict.fromkeys(reader.unchecked + report.unchecked))
+    diag.withheld = list(reader.withheld)
     runtime.enrich(reader, diag, nodes=[c.node for c in report.nodes])
     diag.details["rows"] = [c.row for c in report.nodes]
     diag.details["passed"] = {c.node: c.passed for c in report.nodes}

@@ -13,9 +13,17 @@ from dataclasses import replace
 
 from handlers.cards import CHANGES, card
 from handlers.codes import code_rank
+from handlers.consistency import resolve
 from handlers.grouping import group_by_node
 from handlers.model import Diagnosis, Finding, Severity
 from handlers.rootcause import link
+
+
+def resolve_conflicts(diag: Diagnosis) -> None:
+    """Of two findings that cannot both be true about one node, the one whose evidence
+    wins stays (knowledge/consistency.yaml), and the other is said not to be."""
+    diag.findings, dropped = resolve(diag.findings)
+    diag.withheld.extend(d for d in dropped if d not in diag.withheld)
 
 
 def group(diag: Diagnosis) -> None:
@@ -94,8 +102,8 @@ def _with(f: Finding, condition: str) -> Finding:
 
 
 STEPS: tuple[Callable[[Diagnosis], None], ...] = (
-    group, dedupe, all_clear, order, link_causes, one_critical_per_cause, blocking,
-    order_fits_if, rollback)
+    resolve_conflicts, group, dedupe, all_clear, order, link_causes, one_critical_per_cause,
+    blocking, order_fits_if, rollback)
 
 
 def finish(diag: Diagnosis) -> Diagnosis:

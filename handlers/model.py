@@ -157,6 +157,8 @@ class Diagnosis:
     # why-pending: the pod passes no node's filters now (its causes each block it alone).
     fits_nowhere: bool = False
     rollback: Rollback | None = None
+    # Claims not made because the evidence showed the opposite (handlers/consistency.py).
+    withheld: list[str] = field(default_factory=list)
     # Node -> its pool, for the finisher to name "3 nodes of pool a100" (handlers.grouping).
     node_pools: dict[str, str | None] = field(default_factory=dict)
 
@@ -186,6 +188,7 @@ class Diagnosis:
             "findings": [f.to_json() for f in self.findings],
             "checks": list(self.checks),
             "unchecked": list(self.unchecked),
+            "withheld": list(self.withheld),
             "nodes": [n.to_json() for n in self.nodes],
             "fits_if": [c.to_json() for c in self.fits_if],
             "details": self.details,

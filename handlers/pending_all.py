@@ -407,6 +407,7 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
                       "GPU controllers short of pods with FailedCreate events: 0"),
         ))
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
+    diag.withheld = list(reader.withheld)
     return finish(diag)
 
 

@@ -101,6 +101,9 @@ class Reader:
         self.view = view
         self.metrics = metrics  # Prometheus, when configured (handlers/runtime)
         self.unchecked: list[str] = []
+        # Claims a check did not make because the evidence showed the opposite
+        # (handlers/consistency.py): said to the user as "Not said".
+        self.withheld: list[str] = []
         self._lists: dict[tuple[str, str | None, str | None, str | None], builtins.list[Obj]] = {}
         self._gets: dict[tuple[str, str, str | None], Obj | None] = {}
         self._events: dict[tuple[str, str, str | None], builtins.list[Obj]] = {}

@@ -222,6 +222,7 @@ def run(reader: Reader, target: Target) -> Diagnosis:
     runtime.enrich(reader, diag, nodes=[v.node for v in diag.nodes] or (
         [bound] if bound else None), idle=True, namespace=ns)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)
+    diag.withheld = list(reader.withheld)
     diag.fits_nowhere = p is not None and not any(f.fits for f in p.fits)
     if p is not None and not _gated(ctx):
         _fits_if(ctx, p, diag)

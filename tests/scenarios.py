@@ -33,6 +33,9 @@ class Scenario:
     root: str | None = None
     has_root: bool = False
     fits_if: list[str] | None = None  # optional: the change kinds of fits_if, in order
+    # Codes the diagnosis must decline to say because the evidence shows otherwise
+    # (Diagnosis.withheld, handlers/consistency.py).
+    withheld: list[str] = field(default_factory=list)
     raw: dict[str, Any] = field(default_factory=dict)
     # The command's parameters as a user types them (CommandSpec.bind takes them).
     given: dict[str, Any] = field(default_factory=dict)
@@ -75,6 +78,7 @@ def load_scenarios() -> list[Scenario]:
             expect=list(data.get("expect") or []), forbid=list(data.get("forbid") or []),
             first=data.get("first"), root=data.get("root"), has_root="root" in data,
             fits_if=None if data.get("fits_if") is None else list(data["fits_if"]), raw=data,
+            withheld=list(data.get("withheld") or []),
             given=given, metrics=_metrics(data.get("metrics")),
             metrics_down=data.get("metrics_down"),
         ))

@@ -475,13 +475,15 @@ def _big_cluster(tmp: Path, nodes: int = 200, pods_per_node: int = 10) -> Path:
             q["metadata"]["name"] = f"{p['metadata']['name']}-{i}"
             q["spec"]["nodeName"] = name
             objs["Pod"].append(q)
+        # A GPU pod that runs Ready proves the node has GPUs (knowledge/consistency.yaml):
+        # the broken nodes' other pods ask for no GPU.
+        gpus = {"limits": {"nvidia.com/gpu": "1"}} if tmpl_node is healthy else {}
         for j in range(pods_per_node - len(on_node)):
             objs["Pod"].append({
                 "kind": "Pod",
                 "metadata": {"name": f"work-{i}-{j}", "namespace": "ml",
                              "labels": {"app": "trainer"}},
-                "spec": {"nodeName": name, "containers": [{"name": "c", "resources": {
-                    "limits": {"nvidia.com/gpu": "1"}}}]},
+                "spec": {"nodeName": name, "containers": [{"name": "c", "resources": gpus}]},
                 "status": {"phase": "Running", "containerStatuses": [
                     {"name": "c", "ready": True, "restartCount": 0,
                      "state": {"running": {"startedAt": "2024-06-12T09:00:00Z"}}}]}})

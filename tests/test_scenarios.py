@@ -10,6 +10,7 @@ import pytest
 
 from bot.snapshot import load_snapshot
 from handlers.codes import CODES
+from handlers.consistency import rules
 from handlers.model import Diagnosis
 from handlers.registry import COMMANDS
 from handlers.view import ClusterView, Obj, Reader
@@ -67,9 +68,45 @@ def assert_root_and_fits(s: Scenario, diag: Diagnosis) -> None:
         assert kinds == s.fits_if, f"{s.name}: fits_if {kinds}, want {s.fits_if}"
 
 
+def _advertising(node: Obj) -> bool:
+    alloc = (node.get("status") or {}).get("allocatable") or {}
+    return any(k.startswith("nvidia.com/") and str(v).isdigit() and int(v) > 0
+               for k, v in alloc.items())
+
+
+def _gpu_pod_running(view: ClusterView, node: str) -> bool:
+    for p in view.list("Pod"):
+        st = p.get("status") or {}
+        limits = [k for c in (p.get("spec") or {}).get("containers") or []
+                  for k in ((c.get("resources") or {}).get("limits") or {})]
+        if ((p.get("spec") or {}).get("nodeName") == node and st.get("phase") == "Running"
+                and any(k.startswith("nvidia.com/") for k in limits)
+                and all(c.get("ready") for c in st.get("containerStatuses") or [{}])):
+            return True
+    return False
+
+
+def assert_no_contradiction(s: Scenario, view: ClusterView, diag: Diagnosis) -> None:
+    """No absence claim about a node whose own objects show the opposite: worked out here
+    from the raw objects, not through handlers/consistency.py."""
+    for f in diag.findings:
+        claim = rules().claims.get(f.code)
+        if claim is None or claim.exempt & f.conditions:
+            continue
+        for name in (o.name for o in f.objects if o.kind == "Node"):
+            node = view.get("Node", name)
+            if node is None:
+                continue
+            assert not ("advertises" in claim.unless and _advertising(node)), (
+                f"{s.name}: {f.code} about {name}, which advertises "
+                f"{node['status']['allocatable']}")
+            assert not ("gpu-pod-running" in claim.unless and _gpu_pod_running(view, name)), (
+                f"{s.name}: {f.code} about {name}, where a GPU pod runs Ready")
+
+
 @pytest.mark.parametrize("s", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_scenario(s: Scenario) -> None:
-    for code in s.expect + s.forbid + ([s.first] if s.first else []):
+    for code in s.expect + s.forbid + s.withheld + ([s.first] if s.first else []):
         assert code in CODES, f"{s.name}: {code} is not a finding code"
     view = ReadKinds(load_snapshot(s.snapshot))
     diag = run_on(s, view)  # type: ignore[arg-type]  # a ClusterView by delegation
@@ -83,6 +120,10 @@ def test_scenario(s: Scenario) -> None:
     if s.first:
         assert codes[0] == s.first, f"{s.name}: first finding {codes[0]}, want {s.first}"
     assert_root_and_fits(s, diag)
+    not_said = [c for c in s.withheld if not any(w.startswith(f"{c} not said")
+                                                  for w in diag.withheld)]
+    assert not not_said, f"{s.name}: {not_said} not withheld; withheld {diag.withheld}"
+    assert_no_contradiction(s, view, diag)
     for f in diag.findings:
         assert f.summary, f"{s.name}: {f.code} has no summary"
         if f.severity.is_problem:

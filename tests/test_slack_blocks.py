@@ -82,6 +82,7 @@ def nasty_diagnosis() -> Diagnosis:
     d.details["events"] = [f"Warning FailedScheduling: {NASTY}"]
     d.details["pod"] = NASTY
     d.unchecked.append(f"not read: {NASTY}")
+    d.withheld.append(f"DEVICE_PLUGIN_MISSING not said about {NASTY}: {NASTY}")
     return finish(d)
 
 

@@ -50,7 +50,12 @@ MUST_BE_CAPTURED = {
     "ClusterQueue": "clusterqueues",
     "LocalQueue": "localqueues",
     "ResourceFlavor": "resourceflavors",
+    # "No device-plugin DaemonSet" must mean none was deployed, not that a pods-and-nodes
+    # snapshot left them out (cluster-info dump does hold them).
+    "DaemonSet": "daemonsets",
 }
+# The kinds above that ``kubectl cluster-info dump`` leaves out.
+NOT_IN_DUMP = frozenset(MUST_BE_CAPTURED) - {"DaemonSet"}
 
 
 class SnapshotView:
@@ -157,8 +162,9 @@ class SnapshotView:
             # "None in the snapshot" would read as "none in the cluster": say it was not
             # captured, so that the checks needing it report "not checked" instead.
             plural = MUST_BE_CAPTURED[kind]
+            why = f" (kubectl cluster-info dump leaves {plural} out)" if kind in NOT_IN_DUMP else ""
             raise ViewError(
-                f"{kind}: not in the snapshot (kubectl cluster-info dump leaves {plural} out); "
+                f"{kind}: not in the snapshot{why}; "
                 f"add them: kubectl get {plural} -A -o yaml > extra.yaml", kind=kind)
 
     @staticmethod

@@ -73,7 +73,9 @@ def make_row(run: NodeFacts, verdict: str) -> dict[str, str]:
     sharing = f"x{replicas}" if replicas and replicas != "1" else "-"
     if run.lab.get(DEVICE_PLUGIN_CONFIG_LABEL):
         sharing += f" ({run.lab[DEVICE_PLUGIN_CONFIG_LABEL]})"
-    plugin = _pod_word(run.plugins) if run.plugins else "missing"
+    # No plugin pod yet GPUs advertised: the plugin runs outside Kubernetes (AKS's managed
+    # plugin is a systemd unit), as "host" says of a preinstalled driver.
+    plugin = _pod_word(run.plugins) if run.plugins else "host" if run.advertised else "missing"
     return {
         "node": run.name,
         "product": gpu_product(run.node),

@@ -21,6 +21,7 @@ from handlers.chain.outcome import Amendment, Draft, NoRestart, Note, Outcome, R
 from handlers.chain.row import make_row
 from handlers.chain.stage import REGISTRY, Registry, Stage
 from handlers.codes import code_rank
+from handlers.consistency import UNVERIFIED, NodeEvidence, withhold
 from handlers.model import Finding, ObjectRef, Severity
 from handlers.view import Obj
 
@@ -187,6 +188,7 @@ def run_node(ctx: ChainContext, node: Obj, p: Plan | None = None) -> NodeChain:
         if s.check and (out.passed is not None or out.findings or out.waiting or out.stuck):
             ran.append(s.check)
         halted = halted or out.halt
+    _consistent(n, found)
     if n.plugin_only:  # maybe not a GPU node at all: nothing on it is critical
         for m in found.by_code.values():
             m.conditions |= {"unconfirmed-node"}
@@ -198,3 +200,20 @@ def run_node(ctx: ChainContext, node: Obj, p: Plan | None = None) -> NodeChain:
     verdict = "ok" if not problems else min(
         problems, key=lambda f: (f.severity.rank, code_rank(f.code))).code
     return NodeChain(n.name, findings, checks, make_row(n, verdict), ran)
+
+
+def _consistent(n: NodeFacts, found: _Found) -> None:
+    """No absence claim beside the evidence of the opposite (handlers/consistency.py): the
+    claim is not made and the fact is said instead; a claim resting on a kind that could
+    not be read is at most a warning."""
+    reader = n.ctx.reader
+    evidence = NodeEvidence(n.node, lambda: reader.pods_on([n.name])[n.name], n.dra)
+    for code, m in list(found.by_code.items()):
+        v = withhold(code, m.conditions, evidence, reader.readable)
+        if v.withheld is not None:
+            del found.by_code[code]
+            if v.withheld not in reader.withheld:
+                reader.withheld.append(v.withheld)
+        elif v.unverified:
+            m.conditions |= {UNVERIFIED}
+            m.add_evidence([f"not read: {', '.join(v.unverified)} (the claim rests on them)"])
