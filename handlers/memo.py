@@ -13,15 +13,16 @@ through one).
 Handlers reach it through their ``Reader`` (``reader.memos``). Pure helpers with no Reader
 at hand (a pod's requests, a node's GPU traits, its NodeInfo), called from everywhere,
 reach it through ``current()``: the memos of the Reader made last in this context (each
-thread has its own, so the bot's concurrent diagnoses each see their own) for as long as
-that Reader lives, which is one diagnosis (it is held weakly, so that nothing outlives the
-diagnosis through it). Threading a parameter through every such helper would change the
+thread has its own, so the bot's concurrent diagnoses each see their own; see ``use``) for
+as long as that Reader lives, which is one diagnosis (it is held weakly, so that nothing
+outlives the diagnosis through it). Threading a parameter through every such helper would change the
 signature of half the handlers for one lookup each. Outside a diagnosis (a test calling a
 helper directly, an action) nothing is remembered.
 
-Each module declares the slots it keeps here (``Table``, ``Value``, ``LastFor``): module
-constants that hold no state themselves. Only API objects (with ``metadata.uid``) are
-remembered: templates, fixtures and what-if copies may be edited in place.
+Each module declares its slots (``Table``, ``Value``, ``LastFor``) as module constants that
+hold no state themselves: the state is in each ``Memos``. Only API objects (with
+``metadata.uid``) are remembered: templates, fixtures and what-if copies may be edited in
+place.
 """
 
 from __future__ import annotations
@@ -106,10 +107,12 @@ class Table(Generic[K, V]):
 
     def of(self, memos: Memos | None = None) -> Kept[K, V] | None:
         """This table in ``memos``, else in ``current()``; None when there is none."""
-        if memos is None:
-            memos = current()
-            if memos is None:
+        if memos is None:  # current(), inlined: thousands of calls a diagnosis
+            ref = _CURRENT.get()
+            diagnosis = None if ref is None else ref()
+            if diagnosis is None:
                 return None
+            memos = diagnosis.memos
         slots = memos._slots
         try:
             found: Kept[K, V] = slots[self]

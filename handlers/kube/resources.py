@@ -53,9 +53,10 @@ HUGEPAGES_PREFIX = "hugepages-"
 _PODS: Table[str, PodFacts] = Table(200_000)
 
 
-def clear_cache(memos: Memos | None = None) -> None:
-    """Forget memoised pod requests (only needed after mutating a pod in place)."""
-    kept = _PODS.of(memos)
+def clear_cache() -> None:
+    """Forget the current diagnosis's memoised pod requests (only needed after mutating a
+    pod in place)."""
+    kept = _PODS.of()
     if kept is not None:
         kept.clear()
 

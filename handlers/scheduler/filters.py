@@ -72,8 +72,7 @@ from handlers.kube.taints import (
     tolerated_by_any,
     untolerated,
 )
-from handlers.memo import current
-from handlers.scheduler.nodeinfo import NodeInfo, build_node_info, node_info
+from handlers.scheduler.nodeinfo import NodeInfo, NodeInfos, build_node_info
 
 Obj = Mapping[str, Any]
 
@@ -381,7 +380,8 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
     ``namespaces_labels`` (namespace -> labels) resolves affinity namespaceSelectors.
     """
     nodes = list(nodes)
-    memos = current()  # looked up once, not per node
+    remembered = NodeInfos()  # the diagnosis's memos, looked up once, not per node
+    memos = remembered.memos
     spec = pod.get("spec") or {}
     tolerations: list[Obj] = list(spec.get("tolerations") or ())
     wanted_node = spec.get("nodeName") or ""
@@ -397,8 +397,8 @@ def simulate(pod: Obj, nodes: Iterable[Obj], pods_by_node: Mapping[str, Iterable
     for node in nodes:
         name = str((node.get("metadata") or {}).get("name") or "")  # _name, inlined: per node
         bound = pods_by_node.get(name, ())
-        info = node_info(node, bound if isinstance(bound, (list, tuple)) else list(bound), name,
-                         memos)
+        info = remembered.get(node, bound if isinstance(bound, (list, tuple)) else list(bound),
+                            name)
         if is_target.maybe_on(info):  # the target is not its own neighbour
             info = build_node_info(node, [p for p in info.pods if not is_target.is_same(p)],
                                    info, memos)

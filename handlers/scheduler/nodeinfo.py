@@ -98,23 +98,36 @@ def node_info(node: Obj, pods: Sequence[Obj], name: str | None = None,
     """The node's NodeInfo with ``pods`` bound to it (terminated pods hold nothing);
     ``name``: the node's, when the caller has it at hand; ``memos``: the diagnosis's
     (``handlers.memo.current()`` when None)."""
-    if name is None:
-        name = str((node.get("metadata") or {}).get("name") or "")
-    if memos is None:
-        memos = current()
-    kept = _NODES.of(memos) if memos is not None else None
-    hit = kept.get(name) if kept is not None else None
-    # The same pod objects: the very tuple (a watch cache hands out a node's tuple again
-    # until its pods change), or the same ids: exact while ``hit`` keeps its pods alive, as
-    # no other object can have their ids meanwhile.
-    if hit is not None and hit.node is node and (
-            hit.pods is pods or hit.ids == tuple(map(id, pods))):
-        return hit
-    info = build_node_info(node, pods, hit, memos)
-    if (kept is not None and (node.get("metadata") or {}).get("uid")
-            and all(f.uid for f in info.active)):
-        kept.keep(name, info)
-    return info
+    return NodeInfos(memos).get(node, pods, name)
+
+
+class NodeInfos:
+    """``node_info`` for many nodes in a row (simulate's thousands a diagnosis): the memos
+    and their table are looked up once."""
+
+    __slots__ = ("kept", "memos")
+
+    def __init__(self, memos: Memos | None = None) -> None:
+        self.memos = current() if memos is None else memos
+        self.kept = None if self.memos is None else _NODES.of(self.memos)
+
+    def get(self, node: Obj, pods: Sequence[Obj], name: str | None = None) -> NodeInfo:
+        """See ``node_info``."""
+        if name is None:
+            name = str((node.get("metadata") or {}).get("name") or "")
+        kept = self.kept
+        hit = kept.get(name) if kept is not None else None
+        # The same pod objects: the very tuple (a watch cache hands out a node's tuple
+        # again until its pods change), or the same ids: exact while ``hit`` keeps its pods
+        # alive, as no other object can have their ids meanwhile.
+        if hit is not None and hit.node is node and (
+                hit.pods is pods or hit.ids == tuple(map(id, pods))):
+            return hit
+        info = build_node_info(node, pods, hit, self.memos)
+        if (kept is not None and (node.get("metadata") or {}).get("uid")
+                and all(f.uid for f in info.active)):
+            kept.keep(name, info)
+        return info
 
 
 def build_node_info(node: Obj, pods: Sequence[Obj], like: NodeInfo | None = None,
