@@ -498,11 +498,19 @@ class _Search:
 
 @cache
 def _stack_codes() -> frozenset[str]:
-    """Faults of a node's GPU stack: the discovery chain's codes and every code that can
-    keep a node from advertising its GPUs (a failed MIG reconfiguration)."""
+    """Faults of a node's GPU stack that can leave a pod short of GPUs: every code the card
+    graph leads to INSUFFICIENT_GPU from (a crash-looping plugin, a failed MIG
+    reconfiguration, an image that cannot be pulled, ...), but the scheduler's own (a
+    NotReady node, preemption, the autoscaler: other changes lift those)."""
     cat = catalogue()
-    return frozenset({c.code for c in cat.cards.values() if c.section == Section.CHAIN}
-                     | set(cat.causes_of.get("GPU_NOT_ADVERTISED", ())))
+    seen: set[str] = set()
+    todo = ["INSUFFICIENT_GPU"]
+    while todo:
+        for cause in cat.causes_of.get(todo.pop(), ()):
+            if cause not in seen:
+                seen.add(cause)
+                todo.append(cause)
+    return frozenset(c for c in seen if cat.cards[c].section != Section.SCHEDULING)
 
 
 def _mig_profile(res: str) -> str | None:
