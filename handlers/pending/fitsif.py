@@ -7,8 +7,9 @@ the taint, the label, the pods to move. Changes the filters do not see (a quota,
 LimitRange, a scheduler name) are offered only when placement already succeeds: then the
 gate is the one thing left. Ordered by cost: fewest objects changed and no evictions first.
 
-A node a GPU-stack fault is about (the discovery chain's codes, a failed MIG
-reconfiguration) is tried repaired, advertising the GPUs it has, or what the pod asks when
+A node a GPU-stack fault is about (a code the card graph leads to INSUFFICIENT_GPU from:
+a plugin that crashes or never registered, a failed MIG reconfiguration, an image that
+cannot be pulled) is tried repaired, advertising the GPUs it has, or what the pod asks when
 the data does not say how many. Fewer GPUs come after freeing GPUs, and fewer than the
 workload's parallelism needs (``handlers.knowledge.parallelism``: torchrun's
 ``--nproc_per_node``, vLLM's tensor parallel size, ...) only when nothing else fits, saying
