@@ -7,7 +7,6 @@ indexed by node.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ from handlers.gpu import (
     requests_gpu,
 )
 from handlers.knowledge.nodes import plugin_knowledge
+from handlers.kube.admission import is_refusal_reason
 from handlers.kube.selectors import selector_from_object
 from handlers.memo import Value
 from handlers.view import Reader
@@ -46,15 +46,11 @@ def _template_pod(ds: Obj) -> Obj:
     return {"kind": "Pod", "metadata": meta, "spec": tmpl.get("spec") or {}}
 
 
-# Pod-level reasons the kubelet writes when it rejects a pod at admission
-# (pkg/kubelet/lifecycle/predicate.go): UnexpectedAdmissionError, OutOf<resource>.
-_ADMISSION_RE = re.compile(r"^(?:UnexpectedAdmissionError|OutOf[\w./-]+)$")
-
-
 def admission_failed(pod: Obj) -> bool:
-    """The kubelet rejected the pod at admission (device allocation, OutOf<resource>)."""
+    """The kubelet refused the pod at admission, as its status says (Topology Manager, device
+    allocation, OutOf<resource>: ``handlers/kube/admission.py``)."""
     st = pod.get("status") or {}
-    return bool(_ADMISSION_RE.match(str(st.get("reason") or ""))) or (
+    return is_refusal_reason(st.get("reason")) or (
         "Allocate failed due to" in str(st.get("message") or ""))
 
 
@@ -239,7 +235,8 @@ class _Sorter:
         spec = pod.get("spec") or {}
         node = spec.get("nodeName") or ""
         phase = (pod.get("status") or {}).get("phase")
-        if node and phase == "Failed" and admission_failed(pod):
+        # A refused pod that asked no GPU (OutOfcpu on a GPU node) is no GPU-stack matter.
+        if node and phase == "Failed" and admission_failed(pod) and requests_gpu(pod):
             if not cluster_only:
                 self.admission[node].append(pod)
             return
