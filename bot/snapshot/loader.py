@@ -81,6 +81,7 @@ def load_snapshot(path: str | Path, *, stdin: BinaryIO | None = None,
         logs=loader.logs,
         problems=loader.problems,
         files=loader.files,
+        configz=loader.configz,
     )
 
 
@@ -173,6 +174,8 @@ class _Loader:
     stamps: set[Any] = field(default_factory=set)
     problems: list[LoadProblem] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    # node -> (its kubelet's configuration as /configz gave it, the file)
+    configz: dict[str, tuple[Obj, str]] = field(default_factory=dict)
     logs: LogStore = field(init=False)
     _seen_dirs: set[str] = field(default_factory=set)
     progress: Callable[[int, int], None] | None = None
@@ -357,6 +360,10 @@ class _Loader:
         if not isinstance(value, dict):
             self._shape_problem(ctx, where, f"not a Kubernetes object (a {_type_name(value)})")
             return
+        config = _kubelet_config(value)
+        if config is not None:
+            self._add_configz(ctx, config, where)
+            return
         kind = value.get("kind")
         items = value.get("items")
         if items is None and _is_list_kind(kind):  # kubectl may print an empty list as null
@@ -453,6 +460,18 @@ class _Loader:
         stamp_reader(kind)(obj, self.stamps.add)
         ctx.kept += 1
 
+    def _add_configz(self, ctx: _FileContext, config: Obj, where: str) -> None:
+        """A node's kubelet configuration: its file names the node (docs: README,
+        Snapshots)."""
+        ctx.is_kubernetes = True
+        node = _configz_node(ctx.path)
+        if node is None:
+            self._shape_problem(ctx, where, "a kubelet configuration (/configz) whose file "
+                                "name names no node: save it as configz/<node>.json")
+            return
+        self.configz[node] = (config, ctx.path)
+        ctx.kept += 1
+
     def _problem(self, path: str, where: str | None, message: str) -> None:
         self.problems.append(LoadProblem(path, where, message))
 
@@ -469,6 +488,36 @@ class _Loader:
         ctx.shape_problems.append(
             LoadProblem(ctx.path, where, f"{obj['kind']} {name}: {field}; skipped",
                         namespace=ns if isinstance(ns, str) else None))
+
+
+def _kubelet_config(value: Obj) -> Obj | None:
+    """The KubeletConfiguration of a kubelet's /configz answer (``{"kubeletconfig": {...}}``)
+    or of the Kubernetes docs' recipe that gives it a kind (``kind: KubeletConfiguration``),
+    else None."""
+    inner = value.get("kubeletconfig")
+    if isinstance(inner, dict) and len(value) == 1:
+        return inner
+    if value.get("kind") == "KubeletConfiguration" and not isinstance(
+            value.get("metadata"), dict):
+        return {k: v for k, v in value.items() if k not in ("kind", "apiVersion")}
+    return None
+
+
+_CONFIGZ_EXT = re.compile(r"\.(?:json|ya?ml)$")
+_CONFIGZ_PREFIX = "kubelet_configz_"
+
+
+def _configz_node(path: str) -> str | None:
+    """The node a /configz file is about: ``configz/<node>.json`` (any of .json, .yaml, .yml,
+    gzipped or not), or ``kubelet_configz_<node>`` as the Kubernetes docs' recipe names it."""
+    p = Path(path)
+    name = p.name[:-3] if p.name.endswith(".gz") else p.name
+    stem = _CONFIGZ_EXT.sub("", name, count=1)
+    if stem.startswith(_CONFIGZ_PREFIX):
+        return stem[len(_CONFIGZ_PREFIX):] or None
+    if p.parent.name == "configz":
+        return stem or None
+    return None
 
 
 def _gunzip(data: bytes, limit: int) -> bytes:

@@ -76,6 +76,7 @@ class SnapshotView:
         logs: LogStore,
         problems: builtins.list[LoadProblem],
         files: builtins.list[str],
+        configz: dict[str, tuple[Obj, str]] | None = None,
     ) -> None:
         self.path = path
         self.problems = problems
@@ -83,6 +84,7 @@ class SnapshotView:
         self._raw = objects
         self._kinds = frozenset(kinds | objects.keys())
         self._logs = logs
+        self._configz = configz or {}
         self._unique: dict[str, builtins.list[Obj]] = {}
         self._by_name: dict[str, dict[tuple[str, str], Obj]] = {}
         self._by_namespace: dict[str, dict[str, builtins.list[Obj]]] = {}
@@ -145,6 +147,11 @@ class SnapshotView:
     def logs(self, namespace: str, pod: str, container: str | None = None) -> str | None:
         pod_obj = self._names("Pod").get((namespace, pod))
         return self._logs.get(namespace, pod, container, pod_obj)
+
+    def kubelet_configz(self, node: str) -> tuple[Obj, str] | None:
+        """The node's kubelet configuration as its /configz gave it, and the file; None when
+        the snapshot holds none for it (``handlers/kubeletconfig.py`` reads it)."""
+        return self._configz.get(node)
 
     def now(self) -> datetime:
         """The newest timestamp in the snapshot; the wall clock only if it has none."""
