@@ -133,7 +133,7 @@ def test_a_plugin_that_found_no_devices_is_restarted_not_reregistered() -> None:
     assert "KUBELET_REGISTRATION_FAILED" not in diag.codes
     [f] = _on(diag, "GPU_NOT_ADVERTISED", "gpu-l4-1")
     assert any("No devices found. Waiting indefinitely." in e for e in f.evidence)
-    assert ("restart-device-plugin", "gpu-l4-1") in f.actions
+    assert ObjectRef("Pod", "nvdp-nvidia-device-plugin-p9lpd", "nvidia-device-plugin") in f.objects
 
 
 def test_a_ready_plugin_that_says_nothing_is_still_unregistered(tmp_path: Path) -> None:

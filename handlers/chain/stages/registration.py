@@ -102,7 +102,7 @@ def _found_no_devices(n: NodeFacts, st: PodState, container: str, ev: list[str])
         "it starts (after a reboot or a driver upgrade it can start before the GPUs are up)\n"
         f"Still none: kubectl debug node/{n.name} -it --image=ubuntu -- chroot /host "
         "nvidia-smi -L   # no GPU listed: the driver is the fault, fix it first",
-        (n.ref, st.ref), (*ev, *_restarts(st)), (("restart-device-plugin", n.name),))
+        (n.ref, st.ref), (*ev, *_restarts(st)))
 
 
 def _restarts(st: PodState) -> list[str]:
