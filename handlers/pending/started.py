@@ -1,21 +1,31 @@
 """GPU pods that were placed on a node but do not run as they should.
 
-The kubelet rejected them at admission (``UnexpectedAdmissionError``, ``OutOf<resource>``,
-"Allocate failed due to ..."), they are stuck in ContainerCreating / Init with Warning
-events (sandbox, container-hook, StartError, ContainerCannotRun, RunContainerError), or
-they started and failed because of the GPU stack (CUDA/NVML errors in their log or
-termination message). Each is diagnosed like a pending pod: its own evidence first (events,
-status, logs: hard errors count at once, no age threshold), then its node's discovery chain.
+The kubelet refused them at admission (``handlers/kube/admission.py``: the Topology
+Manager's ``TopologyAffinityError``, ``UnexpectedAdmissionError`` with "Allocate failed due to
+...", ``SMTAlignmentError``, ``OutOf<resource>``; from the pod's status or the kubelet's
+event), they are stuck in ContainerCreating / Init with Warning events (sandbox,
+container-hook, StartError, ContainerCannotRun, RunContainerError), or they started and
+failed because of the GPU stack (CUDA/NVML errors in their log or termination message).
+Each is diagnosed like a pending pod: its own evidence first (events, status, logs: hard
+errors count at once, no age threshold), then its node's discovery chain. Of a refused pod's
+node chain only what can explain a refusal is kept (the causes of DEVICE_ADMISSION_FAILED in
+the card graph): the refusal itself shows the kubelet's device manager at work, so a claim
+that the node has no plugin (from a snapshot that holds no DaemonSets) is no cause of it.
 """
 
 from __future__ import annotations
 
+from functools import cache
+
+from handlers import topology
+from handlers.cards import catalogue
 from handlers.chain import check_chain
 from handlers.chain.fixtext import Where
 from handlers.chain.inventory import admission_failed
 from handlers.chain.pods import CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, pod_state
 from handlers.chain.words import say
 from handlers.gpu import requests_gpu
+from handlers.kube.admission import CPU, DEVICE, MEMORY, Refusal, refusal
 from handlers.logpatterns import classify_log
 from handlers.model import Finding, ObjectRef
 from handlers.pending import hooks
@@ -28,6 +38,23 @@ _NO_GPU_SYMPTOMS = frozenset({"CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED"})
 # What chain/cuda_context makes of a pod's insufficient-driver line, versions read.
 _CUDA_READINGS = frozenset({"CUDA_DRIVER_MISMATCH", "CONTAINER_RUNTIME_NOT_CONFIGURED",
                             "NVML_INIT_FAILED"})
+REFUSED = "DEVICE_ADMISSION_FAILED"
+TOPOLOGY_CODE = "MULTI_GPU_TOPOLOGY"
+_MANAGER = {CPU: "CPU manager", MEMORY: "memory manager"}
+
+
+@cache
+def _refusal_causes() -> frozenset[str]:
+    """Every code the card graph allows as a cause of a kubelet refusal, however deep."""
+    graph = catalogue().causes_of
+    seen: set[str] = set()
+    todo = [REFUSED]
+    while todo:
+        for c in graph.get(todo.pop(), ()):
+            if c not in seen:
+                seen.add(c)
+                todo.append(c)
+    return frozenset(seen)
 
 
 def trouble(ctx: PendingContext) -> str | None:
@@ -55,22 +82,12 @@ def check(ctx: PendingContext) -> list[Finding]:
     node_name = str((pod.get("spec") or {}).get("nodeName") or "")
     ref = ObjectRef("Pod", ctx.pod_name, ctx.namespace)
     node_ref = ObjectRef("Node", node_name)
-    st = pod.get("status") or {}
     out: list[Finding] = []
     nested: list[tuple[str, str]] = []
-    if admission_failed(pod):
-        message = str(st.get("message") or "")
-        nested = [(c, line) for c, line in classify_log(message)
-                  if c != "DEVICE_ADMISSION_FAILED"]
-        out.append(Finding(
-            "DEVICE_ADMISSION_FAILED",
-            f"Kubelet on {node_name} rejected the pod's GPU allocation.",
-            (ref, node_ref),
-            (f"status.reason: {st.get('reason')}", f"status.message: {message}"),
-            "Delete the pod so that its controller recreates it; if it repeats, restart the "
-            f"device plugin on {node_name}.", (("restart-device-plugin", node_name),),
-            conditions=_OWN,
-        ))
+    refused = refusal(pod, ctx.events) if node_name else None
+    if refused is not None:
+        nested = [(c, line) for c, line in classify_log(refused.message) if c != REFUSED]
+        out += _refusal_findings(ctx, refused, ref, node_ref, node_name)
     found = list(nested)
     for e in ctx.events:
         found += [(c, f"event {e.get('reason')}: {line}")
@@ -86,7 +103,7 @@ def check(ctx: PendingContext) -> list[Finding]:
         out += misplaced
     by_code: dict[str, list[str]] = {}
     for code, line in found:
-        if code == "DEVICE_ADMISSION_FAILED" and out:
+        if code == REFUSED and refused is not None:
             continue
         by_code.setdefault(code, [])
         if line not in by_code[code]:
@@ -112,8 +129,44 @@ def check(ctx: PendingContext) -> list[Finding]:
             out = [f for f in out if f.code != "CUDA_DRIVER_MISMATCH"]
         # The pod's own evidence already stands for a code the chain repeats node-wide.
         seen = {f.code for f in out}
-        out += [f for f in chain.findings if f.severity.is_problem and f.code not in seen]
+        causes = _refusal_causes() if refused is not None else None
+        out += [f for f in chain.findings if f.severity.is_problem and f.code not in seen
+                and (causes is None or f.code in causes)]
     return out
+
+
+def _refusal_findings(ctx: PendingContext, refused: Refusal, ref: ObjectRef,
+                      node_ref: ObjectRef, node_name: str) -> list[Finding]:
+    """DEVICE_ADMISSION_FAILED in the words of the part of the kubelet that refused, and
+    MULTI_GPU_TOPOLOGY when the Topology Manager needed the pod's GPUs on one NUMA node."""
+    node = ctx.reader.get("Node", node_name)
+    if refused.topology and node is not None:
+        told = topology.explain(ctx.reader, ctx.pod, node, refused)
+        ctx.reader.unchecked.extend(u for u in told.not_checked
+                                    if u not in ctx.reader.unchecked)
+        out = [Finding(REFUSED, told.summary, (ref, node_ref), tuple(told.evidence), told.fix,
+                       conditions=_OWN)]
+        if told.gpus_must_align:
+            out.append(Finding(TOPOLOGY_CODE, told.gpu_summary, (ref, node_ref),
+                               tuple(told.gpu_evidence), told.gpu_fix,
+                               conditions=frozenset({"numa-refused"})))
+        return out
+    if refused.part in _MANAGER:
+        manager = _MANAGER[refused.part]
+        return [Finding(
+            REFUSED, f"The kubelet's {manager} on {node_name} refused the pod.", (ref, node_ref),
+            (refused.evidence(),),
+            f"The {manager} cannot give the pod what its Guaranteed containers ask on "
+            f"{node_name}: ask for less (whole CPUs: a multiple of the CPUs per core), or run "
+            f"it on a node with more free; kubectl get --raw "
+            f"/api/v1/nodes/{node_name}/proxy/configz shows the kubelet's policies.",
+            conditions=_OWN)]
+    actions = (("restart-device-plugin", node_name),) if refused.part == DEVICE else ()
+    return [Finding(
+        REFUSED, f"Kubelet on {node_name} rejected the pod's GPU allocation.", (ref, node_ref),
+        (refused.evidence(),),
+        "Delete the pod so that its controller recreates it; if it repeats, restart the "
+        f"device plugin on {node_name}.", actions, conditions=_OWN)]
 
 
 def _own_log_lines(ctx: PendingContext) -> list[tuple[str, str]]:
