@@ -1,6 +1,7 @@
 """The data of the supply-and-demand chart of ``nodes``: per GPU model, what the nodes
-offer, what is held, what is free, what they have but do not offer, and what pending pods
-ask. Plain numbers, so that the picture (bot/chart.py) and its test golden agree."""
+offer, what is held, what is free, what they have but the scheduler cannot use (lost: the
+GPU ledger, handlers/ledger.py), and what pending pods ask. Plain numbers, so that the
+picture (bot/chart.py) and its test golden agree."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ SERIES = (
     ("allocatable", "allocatable"),
     ("allocated", "allocated"),
     ("free", "free"),
-    ("unavailable", "unhealthy / not advertised"),
+    ("lost", "lost (has, cannot use)"),
     ("pending", "pending demand"),
 )
 
@@ -32,5 +33,7 @@ def chart_data(diag: Diagnosis) -> dict[str, Any]:
         if nodes:
             label += f" ({nodes} node{'s' if nodes != 1 else ''})"
         groups.append({"label": label, "values": values})
-    return {"title": "GPUs per model: supply and demand",
+    lost = sum(float(m.get("lost") or 0.0) for m in diag.details.get("models") or [])
+    return {"title": "GPUs per model: supply and demand"
+                     + (f" ({lost:g} GPUs lost)" if lost else ""),
             "series": [label for _, label in SERIES], "groups": groups}

@@ -278,7 +278,10 @@ COMMANDS: dict[str, CommandSpec] = {c.name: c for c in (
         (Param("png", ("--png",), metavar="FILE", slack=False,
                help="also write the supply-and-demand chart per GPU model as a PNG"),),
         _nodes, "nodes",
-        reads=frozenset({"Node", "Pod", "ResourceClaim", "ResourceSlice"}), metrics=True,
+        # Doctor's: the discovery chain runs on the nodes that lost GPUs.
+        reads=frozenset({"Node", "Pod", "Event", "Namespace", "pods/log", "DaemonSet",
+                         "ControllerRevision", "ConfigMap", "ClusterPolicy", "RuntimeClass",
+                         "ResourceClaim", "ResourceSlice"}), metrics=True,
         alerts=(Alert("GPUResourceExhaustion", lambda labels: {}),), aliases=("node",)),
     CommandSpec(
         "pending", "every pending GPU workload with its one-line root cause", "pending [-n NS]",

@@ -22,7 +22,8 @@ from tests.fake_slack.harness import BotHarness
 ROOT = Path(__file__).parents[1]
 GOLDEN = ROOT / "tests" / "golden" / "chart"
 UPDATE = os.environ.get("GPUBOT_UPDATE_GOLDEN") == "1"
-CASES = ["examples/unhealthy-gpus-xid", "examples/gpu-fragmentation",
+CASES = ["examples/unhealthy-gpus-xid", "examples/plugin-crashloop-cuda-mismatch",
+         "examples/gpu-fragmentation",
          "tests/scenarios/pending_several_namespaces", "tests/scenarios/plugin-rollout-bad-tag"]
 
 
@@ -41,12 +42,17 @@ def test_chart_data_golden(path: str) -> None:
     assert got == golden.read_text(), f"{golden.name}: GPUBOT_UPDATE_GOLDEN=1 to accept"
 
 
-def test_unhealthy_gpus_show_as_their_own_bar() -> None:
+def test_lost_gpus_show_as_their_own_bar() -> None:
     data = _data("examples/unhealthy-gpus-xid")
     h100 = next(g for g in data["groups"] if "H100" in g["label"])  # type: ignore[index]
     values = dict(zip([k for k, _ in SERIES], h100["values"], strict=True))
-    assert values == {"allocatable": 6.0, "allocated": 0.0, "free": 6.0, "unavailable": 2.0,
+    assert values == {"allocatable": 6.0, "allocated": 0.0, "free": 6.0, "lost": 2.0,
                       "pending": 0.0}
+    # A node advertising none of its 8 A100s (its plugin crash-loops): 8 lost, in the title.
+    crash = _data("examples/plugin-crashloop-cuda-mismatch")
+    a100 = next(g for g in crash["groups"] if "A100" in g["label"])  # type: ignore[index]
+    assert dict(zip([k for k, _ in SERIES], a100["values"], strict=True))["lost"] == 8
+    assert str(crash["title"]).endswith("(8 GPUs lost)")
     # The rollout left three nodes advertising none of their 4 GPUs each.
     rollout = _data("tests/scenarios/plugin-rollout-bad-tag")
     a10g = next(g for g in rollout["groups"] if "A10G" in g["label"])  # type: ignore[index]
