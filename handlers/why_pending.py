@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 
 from handlers import batchjobs
+from handlers.chain.inventory import admission_failed
 from handlers.errors import TargetNotFound
 from handlers.finish import finish
 from handlers.gpu import name_of
@@ -139,15 +140,21 @@ def desired_pods(controller: Obj, *, suspended_too: bool = False) -> int:
 
 
 def _pick_pod(controller: Obj, pods: list[Obj]) -> Obj | None:
-    """The pod to diagnose: a pending one; None when pods are missing (the controller
-    cannot create them: diagnose its template); else a running one."""
+    """The pod to diagnose: a pending one; when pods are missing, the newest one a kubelet
+    refused after binding (the scheduler would place its template on that node again), else
+    None (the controller cannot create them: diagnose its template); else a running one."""
     pending = [p for p in pods if _is_pending(p)]
     if pending:
         return sorted(pending, key=name_of)[0]
     active = [p for p in pods if p.get("status", {}).get("phase") not in ("Succeeded", "Failed")]
     if len(active) < desired_pods(controller, suspended_too=True) or not pods:
-        return None
+        refused = [p for p in pods if admission_failed(p)]
+        return max(refused, key=_created) if refused else None
     return sorted(pods, key=name_of)[0]
+
+
+def _created(pod: Obj) -> tuple[str, str]:
+    return str((pod.get("metadata") or {}).get("creationTimestamp") or ""), name_of(pod)
 
 
 def _revision(rs: Obj) -> tuple[int, str]:
