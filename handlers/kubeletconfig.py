@@ -6,7 +6,10 @@ Most exact first:
    kubelet runs, flags and config file merged. A snapshot carries it as a file
    (docs/snapshot-format.md: ``configz/NODE.json``); a live read would need
    ``nodes/proxy``, which gpubot is not granted (it reaches every kubelet API).
-2. kubeadm's ConfigMap ``kube-system/kubelet-config`` (kubeadm 1.24+; before,
+2. The node's NodeResourceTopology, whose ``attributes`` (v1alpha2; ``topologyPolicies`` in
+   v1alpha1) carry the Topology Manager's policy and scope as its node agent read them from
+   the kubelet: those two fields only.
+3. kubeadm's ConfigMap ``kube-system/kubelet-config`` (kubeadm 1.24+; before,
    ``kubelet-config-1.<minor>``), key ``kubelet``: the KubeletConfiguration kubeadm gave the
    nodes when they joined. A node's own flags or config file may differ, so it is said as the
    cluster's default, not as the node's.
@@ -27,6 +30,7 @@ from typing import Any
 import yaml
 
 from handlers.gpu import name_of
+from handlers.numa import topologies
 from handlers.view import Obj, Reader
 
 NAMESPACE = "kube-system"
@@ -41,6 +45,16 @@ _SHOWN = ("topologyManagerPolicy", "topologyManagerScope", "topologyManagerPolic
           "reservedSystemCPUs")
 _MINOR = re.compile(r"^v?1\.(\d+)")
 _UNVERSIONED_SINCE = 24  # kubeadm's UnversionedKubeletConfigMap, on by default
+# NodeResourceTopology v1alpha1's topologyPolicies: (policy, scope).
+_NRT_POLICIES = {
+    "SingleNUMANodeContainerLevel": ("single-numa-node", "container"),
+    "SingleNUMANodePodLevel": ("single-numa-node", "pod"),
+    "RestrictedContainerLevel": ("restricted", "container"),
+    "RestrictedPodLevel": ("restricted", "pod"),
+    "BestEffortContainerLevel": ("best-effort", "container"),
+    "BestEffortPodLevel": ("best-effort", "pod"),
+    "None": ("none", "container"),
+}
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,8 @@ class KubeletConfig:
     values: Mapping[str, Any]
     source: str
     per_node: bool
+    # The fields the source speaks of: others are unknown, not their defaults.
+    fields: tuple[str, ...] = _SHOWN
 
     def get(self, name: str) -> Any:
         return self.values.get(name, _DEFAULTS.get(name))
@@ -79,7 +95,7 @@ class KubeletConfig:
     def evidence(self) -> list[str]:
         """``field: value`` for each policy field, set or defaulted, naming the source."""
         out = []
-        for name in _SHOWN:
+        for name in self.fields:
             if name in self.values:
                 out.append(f"{name}: {_text(self.values[name])}")
             elif name in _DEFAULTS:
@@ -125,14 +141,32 @@ def _parse(text: str) -> Mapping[str, Any] | None:
     return doc if isinstance(doc, Mapping) else None
 
 
+def _from_topology(nrt: Obj) -> dict[str, str]:
+    """The Topology Manager's policy and scope a NodeResourceTopology names, if any."""
+    attrs = {str(a.get("name")): str(a.get("value")) for a in nrt.get("attributes") or ()
+             if isinstance(a, Mapping)}
+    out: dict[str, str] = {k: attrs[k] for k in ("topologyManagerPolicy", "topologyManagerScope")
+                           if k in attrs}
+    for legacy in nrt.get("topologyPolicies") or ():
+        if not out and legacy in _NRT_POLICIES:
+            out = dict(zip(("topologyManagerPolicy", "topologyManagerScope"),
+                           _NRT_POLICIES[legacy], strict=True))
+    return out
+
+
 def read(reader: Reader, node: Obj) -> Reading:
-    """The node's kubelet config: its configz, else kubeadm's ConfigMap, else what was not
-    checked and why."""
+    """The node's kubelet config: its configz, else its NodeResourceTopology's attributes,
+    else kubeadm's ConfigMap, else what was not checked and why."""
     name = name_of(node)
     found = _configz(reader, name)
     if found is not None:
         values, path = found
         return Reading(KubeletConfig(values, f"configz of node {name} ({path})", True))
+    nrt = topologies(reader).get(name)
+    from_nrt = _from_topology(nrt) if nrt is not None else None
+    if from_nrt:
+        return Reading(KubeletConfig(from_nrt, f"NodeResourceTopology {name} (published by its "
+                                     "node agent)", True, tuple(from_nrt)))
     for cm_name in _configmap_names(node):
         cm = reader.get("ConfigMap", cm_name, NAMESPACE)
         if cm is None:
@@ -151,5 +185,6 @@ def read(reader: Reader, node: Obj) -> Reading:
            else f"no configmap {NAMESPACE}/{CONFIGMAP}")
     return Reading(None, [
         f"the kubelet's topologyManagerPolicy, topologyManagerScope and cpuManagerPolicy on "
-        f"{name}: not checked (no configz of the node in the data, {why}); read them with "
+        f"{name}: not checked (no configz or NodeResourceTopology of the node in the data, "
+        f"{why}); read them with "
         f"kubectl get --raw /api/v1/nodes/{name}/proxy/configz"])

@@ -1,8 +1,12 @@
 """How a node's GPUs sit on its NUMA nodes, where something the cluster shows says so.
 
-The machine type's layout (``knowledge/numa.yaml``, matched on the node's instance-type
-label) gives the number of NUMA nodes and GPUs on each; which of them are in use the API
-does not show, so ``Layout.most_free_surely`` reasons from the worst spread of the GPUs in use.
+Most exact first: the node's NodeResourceTopology (topology.node.k8s.io, published by NFD's
+topology-updater or the resource-topology-exporter for NUMA-aware scheduling), whose zones
+of type Node list each NUMA node's GPUs and how many are free; else the machine type's layout
+(``knowledge/numa.yaml``, matched on the node's instance-type label), which gives the number
+of NUMA nodes and GPUs on each but not which are in use, so ``Layout.most_free_surely``
+reasons from the worst spread of the GPUs in use. Zones that list no GPU (pytorch/ci-infra
+#778: g4dn.metal published CPUs only) say nothing about the GPUs.
 """
 
 from __future__ import annotations
@@ -15,8 +19,10 @@ from typing import Any
 
 from handlers.knowledge import load_yaml
 from handlers.knowledge.nodes import node_knowledge
+from handlers.view import Obj, Reader
 
 DATA = Path(__file__).parent / "knowledge" / "numa.yaml"
+TOPOLOGY = "NodeResourceTopology"
 
 
 @dataclass(frozen=True)
@@ -24,10 +30,14 @@ class Layout:
     numa_nodes: int
     gpus_per_numa_node: int
     evidence: str  # what says so, with its source
+    # Free GPUs per NUMA node as the node agent last published them; None: not shown.
+    free: tuple[int, ...] | None = None
 
     def most_free_surely(self, in_use: int) -> int:
-        """GPUs the freest NUMA node surely has free with ``in_use`` GPUs taken anywhere:
-        the worst spread takes them as evenly as it can."""
+        """GPUs the freest NUMA node has free: as published, else with ``in_use`` GPUs
+        taken anywhere in their worst spread (as evenly as they can be)."""
+        if self.free is not None:
+            return max(self.free, default=0)
         return max(0, self.gpus_per_numa_node - in_use // self.numa_nodes)
 
 
@@ -57,8 +67,46 @@ def _entries() -> tuple[_Entry, ...]:
     return tuple(out)
 
 
-def layout(node: Mapping[str, Any]) -> Layout | None:
-    """The node's NUMA layout by its machine type, or None when nothing says it."""
+def topologies(reader: Reader) -> dict[str, Obj]:
+    """Every NodeResourceTopology the data holds, by the node it is named after."""
+    return {str((t.get("metadata") or {}).get("name")): t for t in reader.list(TOPOLOGY)}
+
+
+def _count(value: Any) -> int | None:
+    try:
+        return int(str(value))
+    except ValueError:
+        return None
+
+
+def _from_topology(nrt: Obj, resource: str) -> Layout | None:
+    zones = [z for z in nrt.get("zones") or () if isinstance(z, Mapping)
+             and z.get("type") == "Node"]
+    seen: list[tuple[str, int, int]] = []
+    for z in zones:
+        for r in z.get("resources") or ():
+            if isinstance(r, Mapping) and r.get("name") == resource:
+                cap = _count(r.get("capacity"))
+                free = _count(r.get("available", r.get("allocatable")))
+                if cap is not None and free is not None:
+                    seen.append((str(z.get("name")), cap, free))
+    if not seen:
+        return None
+    name = (nrt.get("metadata") or {}).get("name")
+    shown = ", ".join(f"{z} {free} of {cap} free" for z, cap, free in seen)
+    return Layout(len(zones), max(cap for _, cap, _ in seen),
+                  f"NodeResourceTopology {name} ({resource} per NUMA node, as its node agent "
+                  f"last published): {shown}", tuple(free for _, _, free in seen))
+
+
+def layout(node: Mapping[str, Any], topology: Obj | None = None,
+           resource: str = "nvidia.com/gpu") -> Layout | None:
+    """The node's NUMA layout for ``resource``: its NodeResourceTopology's zones when they
+    list it, else its machine type's; None when nothing says it."""
+    if topology is not None:
+        found = _from_topology(topology, resource)
+        if found is not None:
+            return found
     labels = (node.get("metadata") or {}).get("labels") or {}
     for key in node_knowledge().instance_type_keys:
         value = str(labels.get(key) or "")

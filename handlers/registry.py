@@ -249,7 +249,7 @@ WHY_PENDING_READS = frozenset({
     "ResourceQuota", "LimitRange", "PriorityClass", "RuntimeClass", "ConfigMap",
     "ClusterPolicy", "PersistentVolume", "PersistentVolumeClaim", "PodGroup", "Queue",
     "Workload", "ClusterQueue", "LocalQueue", "ResourceFlavor", "DeviceClass", "ResourceSlice",
-    "ResourceClaim", "ResourceClaimTemplate",
+    "ResourceClaim", "ResourceClaimTemplate", "NodeResourceTopology",
 })
 
 COMMANDS: dict[str, CommandSpec] = {c.name: c for c in (
@@ -269,7 +269,7 @@ COMMANDS: dict[str, CommandSpec] = {c.name: c for c in (
         _doctor, "doctor",
         reads=frozenset({"Node", "Pod", "Event", "Namespace", "pods/log", "DaemonSet",
                          "ControllerRevision", "ConfigMap", "ClusterPolicy", "RuntimeClass",
-                         "ResourceClaim", "ResourceSlice"}),
+                         "ResourceClaim", "ResourceSlice", "NodeResourceTopology"}),
         metrics=True,
         alerts=tuple(Alert(name, _node) for name in (
             "GPUDevicePluginDown", "GPUNotAdvertised", "GPUXidErrors"))),

@@ -24,6 +24,7 @@ from handlers.kube.resources import container_requests, is_terminated, pod_reque
 from handlers.view import Obj, Reader
 
 _MAX_NODES = 3
+_BATCH = 16
 _MAX_HOLDERS = 4
 _NODES_DOC = "https://kubernetes.io/docs/tasks/administer-cluster/topology-manager/"
 
@@ -103,20 +104,27 @@ def _schedulable(node: Obj) -> bool:
 
 
 def _nodes_with_room(reader: Reader, here: str, res: str, need: int) -> list[str]:
-    """Other schedulable nodes where one NUMA node surely has ``need`` GPUs free now."""
+    """Other schedulable nodes where one NUMA node surely has ``need`` GPUs free now (at most
+    a few: their pods are read a batch at a time, only where the layout is known)."""
     found: list[str] = []
-    candidates = [n for n in reader.list("Node") if name_of(n) != here and _schedulable(n)
-                  and _allocatable(n, res) >= need]
-    pods = reader.pods_on([name_of(n) for n in candidates]) if candidates else {}
-    for n in candidates:
-        lay = numa.layout(n)
-        if lay is None:
-            continue
-        used = sum(int(pod_requests(p).get(res, 0)) for p in pods[name_of(n)]
-                   if not is_terminated(p))
-        if min(lay.most_free_surely(used), _allocatable(n, res) - used) >= need:
-            found.append(f"{name_of(n)} ({used} of {_allocatable(n, res)} in use, "
-                         f"{lay.gpus_per_numa_node} per NUMA node)")
+    nrts = numa.topologies(reader)
+    laid = [(n, lay) for n in reader.list("Node") if name_of(n) != here and _schedulable(n)
+            and _allocatable(n, res) >= need
+            and (lay := numa.layout(n, nrts.get(name_of(n)), res)) is not None
+            and lay.gpus_per_numa_node >= need]
+    for start in range(0, len(laid), _BATCH):
+        batch = laid[start:start + _BATCH]
+        pods = reader.pods_on([name_of(n) for n, _ in batch])
+        for n, lay in batch:
+            used = sum(int(pod_requests(p).get(res, 0)) for p in pods[name_of(n)]
+                       if not is_terminated(p))
+            free = min(lay.most_free_surely(used), _allocatable(n, res) - used)
+            if free >= need:
+                found.append(f"{name_of(n)} ({free} free on one NUMA node"
+                             + (" as published" if lay.free is not None else "")
+                             + f", {used} of {_allocatable(n, res)} in use)")
+        if len(found) >= _MAX_NODES:
+            break
     return found
 
 
@@ -156,7 +164,7 @@ def explain(reader: Reader, pod: Obj, node: Obj, refused: Refusal) -> Explanatio
     policy_text = f"topologyManagerPolicy {policy}" if policy else (
         f"topologyManagerPolicy {' or '.join(kubeletconfig.REFUSING_POLICIES)}")
     unit = "the pod's containers together" if scope == "pod" else "its largest container"
-    lay = numa.layout(node)
+    lay = numa.layout(node, numa.topologies(reader).get(name), res or GPU_RESOURCE)
     fixes: list[str] = []
     gpu_ev: list[str] = []
     gpu_fix: list[str] = []
@@ -181,6 +189,8 @@ def explain(reader: Reader, pod: Obj, node: Obj, refused: Refusal) -> Explanatio
         else:
             gpu_ev.append(lay.evidence)
             surely = min(lay.most_free_surely(used), max(alloc - used, 0))
+            spread = ("as published" if lay.free is not None
+                      else f"whatever the spread of the {used} in use")
             if need > lay.gpus_per_numa_node:
                 never = {None: ": under single-numa-node it can never be admitted there",
                          "single-numa-node": ": it can never be admitted there"}
@@ -197,7 +207,7 @@ def explain(reader: Reader, pod: Obj, node: Obj, refused: Refusal) -> Explanatio
                                    f"by {', '.join(holders[:_MAX_HOLDERS])}.")
                 if surely > 0:
                     gpu_fix.append(f"Or ask for at most {surely} {res}: one NUMA node of {name} "
-                                   f"has that many free whatever the spread of the {used} in use.")
+                                   f"has that many free ({spread}).")
         room = _nodes_with_room(reader, name, res, need)
         if room:
             gpu_fix.insert(0, f"Run it where one NUMA node has {need} {res} free now: "

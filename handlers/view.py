@@ -29,7 +29,8 @@ ACTIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
 
 CLUSTER_SCOPED = frozenset(
     {"Node", "Namespace", "PriorityClass", "RuntimeClass", "PersistentVolume", "ClusterPolicy",
-     "ClusterQueue", "ResourceFlavor", "Queue", "DeviceClass", "ResourceSlice"}
+     "ClusterQueue", "ResourceFlavor", "Queue", "DeviceClass", "ResourceSlice",
+     "NodeResourceTopology"}
 )
 
 

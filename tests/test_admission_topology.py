@@ -30,6 +30,7 @@ BUNDLE = Path(__file__).parent / "data" / "configz-bundle"
 BUNDLE_NODE = "ip-10-8-77-14.us-east-2.compute.internal"
 S1 = "topology-single-numa-kubeadm-configmap"
 S2 = "topology-refused-no-kubelet-config"
+S3 = "topology-nrt-zones-show-free-numa-node"
 
 
 def _pod(reason: str | None = None, message: str = "", phase: str = "Failed") -> Obj:
@@ -167,6 +168,33 @@ def test_the_machine_types_layout_and_the_worst_spread_of_gpus_in_use() -> None:
         "node.kubernetes.io/instance-type": "g5.xlarge"}}}) is None
 
 
+def test_node_resource_topology_shows_each_numa_nodes_free_gpus_and_the_policy() -> None:
+    reader = reader_for(S3)
+    name = "ip-10-8-101-9.us-east-2.compute.internal"
+    node, nrt = reader.get("Node", name), numa.topologies(reader).get(name)
+    assert node is not None and nrt is not None
+    lay = numa.layout(node, nrt)
+    assert lay is not None and lay.free == (4, 1)
+    assert lay.most_free_surely(3) == 4
+    by_type = numa.layout(node)  # the machine type alone allows a worse spread of the 3
+    assert by_type is not None and by_type.most_free_surely(3) == 3
+    got = kubeletconfig.read(reader, node).config
+    assert got is not None and got.per_node
+    assert (got.topology_policy, got.topology_scope) == ("single-numa-node", "pod")
+    assert got.fields == ("topologyManagerPolicy", "topologyManagerScope")
+
+
+def test_zones_listing_no_gpu_leave_the_machine_type_to_say_it() -> None:
+    # pytorch/ci-infra#778: on g4dn.metal the topology-updater published CPU zones only.
+    cpu_only = {"metadata": {"name": "n"}, "topologyPolicies": ["SingleNUMANodeContainerLevel"],
+                "zones": [{"name": "node-0", "type": "Node", "resources": [
+                    {"name": "cpu", "capacity": "48", "allocatable": "47", "available": "40"}]}]}
+    node = {"metadata": {"name": "n", "labels": {
+        "node.kubernetes.io/instance-type": "g4dn.metal"}}}
+    lay = numa.layout(node, cpu_only)
+    assert lay is not None and lay.free is None and lay.gpus_per_numa_node == 4
+
+
 # -- what why-pending and doctor say --------------------------------------------------------
 
 
@@ -179,6 +207,14 @@ def _why(scenario: str, target: str) -> tuple[Diagnosis, Reader]:
 def _why_bundle() -> Diagnosis:
     return why_pending(Reader(load_snapshot(BUNDLE)),
                        Target("Pod", "ph-w-h100-8-placeholder-0", "arc-runners"))
+
+
+def test_node_resource_topology_names_the_node_the_machine_type_could_not() -> None:
+    diag, _ = _why(S3, "arc-runners/l-x86iamx-88-900-h100-4-e5-workflow")
+    root = diag.findings[0]
+    assert root.code == "DEVICE_ADMISSION_FAILED"
+    assert "ip-10-8-101-9.us-east-2.compute.internal" in root.fix.splitlines()[0]
+    assert not any("kubelet's topologyManagerPolicy" in u for u in diag.unchecked)
 
 
 def test_a_topology_refusal_names_the_node_with_a_free_numa_node_and_offers_no_restart() -> None:

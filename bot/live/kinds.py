@@ -99,6 +99,9 @@ _TABLE: tuple[KindInfo, ...] = (
           ("ResourceClaimTemplate", "resourceclaimtemplates", True))),
     KindInfo("ClusterPolicy", "nvidia.com", "v1", "clusterpolicies", False),
     KindInfo("NodeFeature", "nfd.k8s-sigs.io", "v1alpha1", "nodefeatures", True),
+    # NUMA zones and their free GPUs, published by NFD's topology-updater or RTE.
+    KindInfo("NodeResourceTopology", "topology.node.k8s.io", "v1alpha2",
+             "noderesourcetopologies", False, ("v1alpha1",)),
 )
 
 KINDS: dict[str, KindInfo] = {k.kind: k for k in _TABLE}

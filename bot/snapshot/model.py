@@ -68,6 +68,7 @@ USED_KINDS = frozenset(
         "ResourceClaimTemplate",
         "ClusterPolicy",
         "NodeFeature",
+        "NodeResourceTopology",
     }
 )
 

@@ -161,6 +161,8 @@ BUILTIN: tuple[ResourceType, ...] = (
     _R("jobset.x-k8s.io", "v1alpha2", "jobsets", "jobset", "JobSet", True, builtin=False),
     _R("ray.io", "v1", "rayjobs", "rayjob", "RayJob", True, builtin=False),
     _R("kubeflow.org", "v1", "pytorchjobs", "pytorchjob", "PyTorchJob", True, builtin=False),
+    _R("topology.node.k8s.io", "v1alpha2", "noderesourcetopologies", "noderesourcetopology",
+       "NodeResourceTopology", False, ("nrt",), status_subresource=False, builtin=False),
 )
 # Dynamic Resource Allocation, served at one version of resource.k8s.io: the version the
 # snapshot's objects carry (v1beta1 on 1.32, v1beta2 on 1.33, v1 from 1.34; see seed.py).
