@@ -118,14 +118,6 @@ def is_gpu_node(node: Mapping[str, Any], plugin_nodes: Collection[str] = ()) -> 
     return traits.gpu_like or traits.name in plugin_nodes
 
 
-def expected_gpu_count(node: Mapping[str, Any]) -> int | None:
-    """How many physical GPUs the node's labels say it has (the GPU ledger's count,
-    handlers/ledger.py), when they say."""
-    from handlers.ledger import physical_count  # the ledger builds on this module
-
-    return physical_count(node)
-
-
 def seen_gpu_count(node: Mapping[str, Any]) -> int | None:
     """How many GPUs the driver enumerated, as GFD labelled them (``nvidia.com/gpu.count``):
     a GPU that fell off the bus is not among them."""

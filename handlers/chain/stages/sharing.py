@@ -12,7 +12,8 @@ from handlers.chain.outcome import Draft, Outcome, Retell
 from handlers.chain.sharing import REPLICAS_LABEL, replicas_of
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
-from handlers.gpu import DEVICE_PLUGIN_CONFIG_LABEL, expected_gpu_count, seen_gpu_count
+from handlers.gpu import DEVICE_PLUGIN_CONFIG_LABEL, seen_gpu_count
+from handlers.ledger import physical_count
 from handlers.model import ObjectRef
 
 CODE = "TIMESLICING_CONFIG_INVALID"
@@ -61,7 +62,7 @@ def sharing(n: NodeFacts, before: Before) -> Outcome:
                                                                "<device-plugin pod>")
     label_replicas = n.lab.get(REPLICAS_LABEL)
     # The plugin shares the GPUs the driver sees: one that fell off the bus is not shared.
-    physical = seen_gpu_count(n.node) or expected_gpu_count(n.node)
+    physical = seen_gpu_count(n.node) or physical_count(n.node)
     for r in replicas_of(cfg.entries[key]):
         ev: list[str] = []
         cap = n.cap.get(r.resource)
