@@ -33,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 import urllib3
@@ -86,6 +86,14 @@ def _index_fns(info: KindInfo) -> dict[str, _IndexFn]:
         fns["about"] = lambda k, o: (about[:2] if (about := involved_key(o)) else None)
     return fns
 
+
+
+class Listener(Protocol):
+    """Told of the cache's changes (``WatchCache.listen``): the sentinel's watcher."""
+
+    def changed(self, kind: str, namespace: str, name: str) -> None: ...
+
+    def relisted(self, kind: str) -> None: ...
 
 @dataclass
 class _Store:
@@ -187,14 +195,15 @@ class _Store:
             old = self.objects.get(self.key(obj))
         return old if old is not None and old == obj else obj
 
-    def put(self, obj: Obj) -> None:
+    def put(self, obj: Obj) -> bool:
+        """Keep ``obj``; False when it equals the kept one (nothing changed)."""
         k = self.key(obj)
         with self.lock:
             if self.objects.get(k) == obj:
                 # Nothing a handler reads changed (a node's heartbeat): keep the object
                 # and what was built on it (indexes, NodeInfos, traits).
                 self.changes += 1
-                return
+                return False
         n = _size(obj)
         with self.lock:
             self._remove(k)  # re-inserted at the end: dict order is arrival order
@@ -207,6 +216,7 @@ class _Store:
                     self._remove(next(iter(self.objects)))
                     self.evicted += 1
             self.changes += 1
+        return True
 
     def delete(self, obj: Obj) -> None:
         with self.lock:
@@ -295,6 +305,13 @@ class WatchCache:
         # What diagnoses work out from the cached objects, kept as long as the cache: it
         # replaces an object that changes, never edits it (handlers/memo.py).
         self.memos = Memos()
+        self._listeners: builtins.list[Listener] = []
+
+    def listen(self, listener: Listener) -> None:
+        """Tell ``listener`` of every object that really changed (``changed(kind,
+        namespace, name)``, called on the kind's watch thread: it must only take note) and
+        of every full list of a kind (``relisted(kind)``). Add listeners before ``start``."""
+        self._listeners.append(listener)
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -565,6 +582,8 @@ class WatchCache:
             store.missing = store.forbidden = False
             items, version, _ = got
             store.replace(items, version)
+            for listener in self._listeners:
+                listener.relisted(store.info.kind)
             if store.lists == 1:
                 log.info("watch cache: %s synced, %d objects in %.1f s", info.kind, len(items),
                          time.monotonic() - self._started)
@@ -634,14 +653,24 @@ class WatchCache:
             if fits:
                 # Only this thread writes the store: its current version cannot change now.
                 was = store.objects.get(store.key(fits[0]))
-                store.put(store.leaner.lean(store.info.kind, fits[0], was))
+                if store.put(store.leaner.lean(store.info.kind, fits[0], was)):
+                    self._tell(store, fits[0])
             elif isinstance(obj.get("metadata"), dict):
                 store.delete(obj)  # its new version cannot be read: not the old one either
+                self._tell(store, obj)
         elif kind == "DELETED" and isinstance(obj.get("metadata"), dict):
             store.delete(obj)
+            self._tell(store, obj)
         if version:
             store.resource_version = version
         return None
+
+
+    def _tell(self, store: _Store, obj: Obj) -> None:
+        if self._listeners:
+            ns, name = store.key(obj)
+            for listener in self._listeners:
+                listener.changed(store.info.kind, ns, name)
 
 
 # Collector thresholds for a process that holds a synced cache: see settle_gc.

@@ -88,7 +88,20 @@ ENV = {
     "alert_channel": "GPUBOT_ALERT_CHANNEL",
     "alert_routes": "GPUBOT_ALERT_ROUTES",
     "log_patterns_file": "GPUBOT_LOG_PATTERNS_FILE",
+    "sentinel": "GPUBOT_SENTINEL",
+    "sentinel_channel": "GPUBOT_SENTINEL_CHANNEL",
+    "sentinel_routes": "GPUBOT_SENTINEL_ROUTES",
+    "sentinel_interval": "GPUBOT_SENTINEL_INTERVAL",
+    "lost_after": "GPUBOT_LOST_AFTER",
+    "plugin_down_after": "GPUBOT_PLUGIN_DOWN_AFTER",
+    "pending_after": "GPUBOT_PENDING_AFTER",
+    "quiet_for": "GPUBOT_QUIET_FOR",
+    "digest_time": "GPUBOT_DIGEST_TIME",
+    "digest_channel": "GPUBOT_DIGEST_CHANNEL",
 }
+# Settings given as durations ("5m", "1h30m", or seconds), kept as seconds.
+DURATIONS = frozenset({"sentinel_interval", "lost_after", "plugin_down_after", "pending_after",
+                       "quiet_for"})
 
 MODES = ("socket", "http")
 
@@ -141,6 +154,17 @@ class Settings:
     alert_channel: str | None = None  # where alert cards go unless a route says otherwise
     alert_routes: str | None = None  # "label=value=CHANNEL;..." (bot/alerts/routing.py)
     log_patterns_file: str | None = None  # the site's own known log lines (logs.yaml format)
+    # The sentinel (bot/sentinel): incidents noticed from the watch cache, live clusters only.
+    sentinel: bool = True
+    sentinel_channel: str | None = None  # None: the alert channel; neither: no cards
+    sentinel_routes: str | None = None  # "namespace=ml=C1;pool=a100=C2" (first match wins)
+    sentinel_interval: float = 15.0  # seconds between timer evaluations
+    lost_after: float = 300.0  # a node's GPUs missing from allocatable this long
+    plugin_down_after: float = 300.0  # a plugin/driver/toolkit pod down this long
+    pending_after: float = 900.0  # a GPU pod Pending this long
+    quiet_for: float = 900.0  # back within this long after resolving: the same incident
+    digest_time: str | None = None  # "HH:MM" UTC; None: no daily digest
+    digest_channel: str | None = None  # None: the sentinel channel
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
@@ -172,7 +196,7 @@ class Settings:
         if self.store not in ("sqlite", "kubernetes"):
             raise ConfigError(f"store must be sqlite or kubernetes, not {self.store!r} "
                               f"({ENV['store']})")
-        for name in ("approval_ttl", "verify_timeout"):
+        for name in ("approval_ttl", "verify_timeout", *sorted(DURATIONS)):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive ({ENV[name]})")
         bad = [a for a in self.approvers or () if not _APPROVER.match(a)]
@@ -182,6 +206,9 @@ class Settings:
         if not valid_base(self.runbook_url):
             raise ConfigError(f"runbook_url must be an http(s) URL without spaces, quotes or "
                               f"<>| ({ENV['runbook_url']}), got {self.runbook_url!r}")
+        if self.digest_time is not None and not _HHMM.match(self.digest_time):
+            raise ConfigError(f"digest_time must be HH:MM (24-hour, UTC), not "
+                              f"{self.digest_time!r} ({ENV['digest_time']})")
         if not self.command.startswith("/"):
             raise ConfigError(f"command must start with '/' ({ENV['command']})")
         if self.log_patterns_file:
@@ -226,6 +253,7 @@ def parse_channel_map(value: Any, where: str) -> dict[str, frozenset[str]] | Non
     raise ConfigError(f"{where}: expected CHANNEL=NS,... or a mapping, got {type(value).__name__}")
 
 
+_HHMM = re.compile(r"^([01]\d|2[0-3]):[0-5]\d$")
 _APPROVER = re.compile(r"^[UWS][A-Z0-9]{2,20}$")
 
 
@@ -251,6 +279,12 @@ def _coerce(name: str, value: Any, where: str) -> Any:
         return parse_approvers(value, where)
     if value is None:
         return None
+    if name in DURATIONS and isinstance(value, str):
+        from bot.durations import parse_duration
+        try:
+            return parse_duration(value)
+        except ValueError as err:
+            raise ConfigError(f"{where}: {name}: {err}") from None
     try:
         if isinstance(default, bool):
             if isinstance(value, bool):

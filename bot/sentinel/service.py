@@ -1,0 +1,145 @@
+"""The sentinel's loop: watch events in, incidents out.
+
+    sentinel = Sentinel(watcher, book, publisher, thresholds, leader=..., ready=cache.settled)
+    threading.Thread(target=sentinel.run, args=(stop,)).start()
+
+Each tick: the watcher evaluates what changed; then, on the leader only (one replica posts:
+``bot/sentinel/lease.py``) and only once the watch cache is synced (before, "no observation"
+would resolve every open incident), the book makes the store agree with what has lasted long
+enough, and every incident whose card is behind is handed to the publisher. A publisher that
+fails leaves the incident behind for the next tick.
+
+A tick runs every ``interval`` seconds, and sooner (at most once a ``min_gap``) when watch
+events are waiting.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from bot.sentinel.incidents import Incident, IncidentBook
+from bot.sentinel.watcher import Watcher
+
+log = logging.getLogger("gpubot.sentinel")
+
+
+class Publisher(Protocol):
+    def publish(self, incident: Incident, now: float) -> Mapping[str, Any] | None:
+        """Show the incident as it now is; what was posted (kept as ``incident.posted``, with
+        ``rev``), or None to try again next tick. May raise: the same."""
+        ...
+
+
+class Leader(Protocol):
+    def is_leader(self) -> bool: ...
+
+
+class Always:
+    """One replica (the SQLite store): always the leader."""
+
+    def is_leader(self) -> bool:
+        return True
+
+
+@dataclass
+class TickResult:
+    evaluated: int = 0
+    changed: list[Incident] = field(default_factory=list)
+    published: int = 0
+    failed: int = 0
+    leader: bool = False
+
+
+class Sentinel:
+    def __init__(self, watcher: Watcher, book: IncidentBook, publisher: Publisher,
+                 thresholds: Mapping[str, float], *, leader: Leader | None = None,
+                 ready: Callable[[], bool] = lambda: True, interval: float = 15.0,
+                 min_gap: float = 1.0, clock: Callable[[], float] = time.time,
+                 on_tick: Callable[[TickResult, float], None] | None = None) -> None:
+        self.watcher = watcher
+        self.book = book
+        self.publisher = publisher
+        self.thresholds = dict(thresholds)
+        self.leader = leader or Always()
+        self.ready = ready
+        self.interval = interval
+        self.min_gap = min_gap
+        self.clock = clock
+        self.on_tick = on_tick
+        self._scanned = False
+        self._wake = threading.Event()
+        self.ticks = 0
+        self.seconds = 0.0  # thread CPU time of every tick (the bench's detector share)
+
+    def changed(self, kind: str, namespace: str, name: str) -> None:
+        """The watch cache's listener: note the object, wake the loop."""
+        self.watcher.changed(kind, namespace, name)
+        self._wake.set()
+
+    def relisted(self, kind: str) -> None:
+        self.watcher.relisted(kind)
+        self._wake.set()
+
+    def tick(self) -> TickResult:
+        started = time.thread_time()
+        out = TickResult()
+        if not self.ready():
+            return out
+        if not self._scanned:  # the first tick after the cache synced sees everything
+            self.watcher.scan()
+            self._scanned = True
+        out.evaluated = self.watcher.evaluate()
+        out.leader = self.leader.is_leader()
+        if out.leader:
+            now = self.clock()
+            due = self.watcher.due(now, self.thresholds, self.book.open_groups())
+            out.changed = self.book.sync(due, now)
+            out.published, out.failed = self.flush(now)
+        self.ticks += 1
+        self.seconds += time.thread_time() - started
+        if self.on_tick is not None:
+            self.on_tick(out, time.thread_time() - started)
+        return out
+
+    def flush(self, now: float) -> tuple[int, int]:
+        """Hand every incident whose card is behind to the publisher: (posted, failed)."""
+        ok = failed = 0
+        for inc in self.book.unposted():
+            try:
+                posted = self.publisher.publish(inc, now)
+            except Exception as err:  # Slack down, rate limited: the next tick tries again
+                log.warning("incident %s (%s, %s): not posted: %s", inc.key[:8], inc.detector,
+                            inc.group, err)
+                posted = None
+            if posted is None:
+                failed += 1
+                continue
+            if self.book.mark_posted(inc, {**posted, "rev": inc.rev}):
+                ok += 1
+        return ok, failed
+
+    def run(self, stop: threading.Event) -> None:
+        last = 0.0
+        while not stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # the store or the view failed this tick: the bot stays up
+                log.exception("sentinel tick failed")
+            last = time.monotonic()
+            self._wake.clear()
+            # Sleep to the next timer tick, or wake for watch events (not more often than
+            # min_gap: a burst of changes is evaluated together).
+            while not stop.is_set():
+                left = last + self.interval - time.monotonic()
+                if left <= 0:
+                    break
+                if self._wake.wait(left) and not stop.is_set():
+                    gap = last + self.min_gap - time.monotonic()
+                    if gap > 0:
+                        stop.wait(gap)
+                    break

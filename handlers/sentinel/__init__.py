@@ -1,0 +1,1 @@
+"""The sentinel's detectors: what is wrong with one object now (``detectors.py``)."""
