@@ -131,6 +131,10 @@ def _workload_ref(ctx: PendingContext) -> ObjectRef:
     return ObjectRef("Pod", ctx.pod_name, ctx.namespace)
 
 
+def _terminating(pod: Obj) -> bool:
+    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+
+
 def _lacks(fit: NodeFit | None) -> str:
     if fit is None:
         return "no node to try"
@@ -178,12 +182,18 @@ class _Search:
                                   f"{label} still leaves on {best.node}: {_lacks(best)}"))
         return ok
 
-    def _only(self, fits: Iterable[NodeFit], fixed: set[str], label: str) -> list[NodeFit]:
-        """Nodes whose every rejection the change addresses (at most a few, most free
-        first); the others are noted as near misses without re-running anything."""
+    def _leaving(self, node: str) -> bool:
+        """Pods on the node the API server deletes and waits for its kubelet to confirm."""
+        return any(_terminating(p) for p in self.ctx.pods_by_node.get(node, ()))
+
+    def _only(self, fits: Iterable[NodeFit], fixed: set[str], label: str,
+              also: Callable[[NodeFit], set[str]] = lambda f: set()) -> list[NodeFit]:
+        """Nodes whose every rejection the change addresses (``fixed``, and ``also`` of the
+        node: at most a few, most free first); the others are noted as near misses without
+        re-running anything."""
         out = []
         for f in self._by_free(fits):
-            left = [r for r in f.rejections if r.filter not in fixed]
+            left = [r for r in f.rejections if r.filter not in fixed | also(f)]
             if left:
                 self.near.append((len(left), f"{label.format(node=f.node)} still leaves "
                                   + "; ".join(f"{r.filter}: {r.reason}" for r in left[:3])))
@@ -209,7 +219,9 @@ class _Search:
         """NotReady or under pressure: the node healthy again (kind `other`)."""
         for f in self._only((f for f in self.pool()
                              if f.filters & {"NodeReady", "NodePressure"}),
-                            {"NodeReady", "NodePressure"}, "{node} healthy again"):
+                            {"NodeReady", "NodePressure"}, "{node} healthy again",
+                            also=lambda f: {"NodeResourcesFit"} if self._leaving(f.node)
+                            else set()):
             node = _anon(self.ctx.nodes_by_name[f.node])
             spec, st = node.setdefault("spec", {}), node.setdefault("status", {})
             spec["taints"] = [t for t in spec.get("taints") or []
@@ -218,9 +230,17 @@ class _Search:
                 {**c, "status": "True" if c.get("type") == "Ready" else "False"}
                 for c in st.get("conditions") or []]
             what = "Ready" if "NodeReady" in f.filters else "free of resource pressure"
-            if self._try_node(f.node, node, f"{f.node} {what}"):
+            # Back, its kubelet confirms the deletions the API server waits for: pods left
+            # Terminating on an unreachable node stop holding its GPUs.
+            pods = {**self.ctx.pods_by_node, f.node: [
+                p for p in self.ctx.pods_by_node.get(f.node, ()) if not _terminating(p)]}
+            if self._try_node(f.node, node, f"{f.node} {what}", pods_by_node=pods):
+                how = f"kubectl describe node {f.node}"
+                if self._leaving(f.node):
+                    how += (": back, it lets its Terminating pods go; if the machine is gone, "
+                            f"kubectl delete node {f.node} does")
                 self.found.append(FitChange(
-                    "other", f"bring {f.node} back to {what} (kubectl describe node {f.node})",
+                    "other", f"bring {f.node} back to {what} ({how})",
                     [f.node], [_node_ref(f.node)], (1, 1)))
                 return
 
