@@ -473,9 +473,9 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
             f"{total_free:g} {res} are free across {len(usable)} node(s), but no single node "
             f"has the {need:g} the pod needs.",
             (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
-            _least_disruptive(usable, res, need) + "Or reduce the pod to the per-node free "
-            "count, or enable bin-packing (NodeResourcesFit MostAllocated scoring) so that "
-            "jobs stop spreading.",
+            _least_disruptive(usable, res, need) + "Or enable bin-packing (NodeResourcesFit "
+            "MostAllocated scoring) so that jobs stop spreading. A smaller request fits only "
+            "if the workload is changed to use fewer GPUs too (see Fits if).",
         ))
     elif usable:
         out.append(Finding(
@@ -483,8 +483,9 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
             f"Other pods hold the GPUs: {total_free:g} {res} free on the {len(usable)} "
             f"node(s) the pod can use; it needs {need:g}.",
             (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
-            "Wait for the holders to finish, lower the request, give the pod a higher "
-            "PriorityClass to preempt, or add GPU nodes.",
+            "Wait for the holders to finish, give the pod a higher PriorityClass to "
+            "preempt, or add GPU nodes. A smaller request fits only if the workload is "
+            "changed to use fewer GPUs too (see Fits if).",
         ))
     return out
 
