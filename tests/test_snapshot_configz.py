@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from bot.slack.pool import Deadline
+from bot.slack.reads import GuardedView
 from bot.snapshot import load_snapshot
 
 NODE = {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "gpu-1.example"}}
@@ -44,3 +46,12 @@ def test_a_configz_that_names_no_node_is_a_problem_not_a_guess(tmp_path: Path) -
     assert view.kubelet_configz("gpu-1.example") is None
     assert [p.path.endswith("kubelet.json") for p in view.problems] == [True]
     assert "configz/<node>.json" in view.problems[0].message
+
+
+def test_the_bots_guarded_view_passes_the_configz_on(tmp_path: Path) -> None:
+    (_bundle(tmp_path) / "configz").mkdir()
+    (tmp_path / "configz" / "gpu-1.example.json").write_text(json.dumps(CONFIGZ))
+    deadline = Deadline(10.0)
+    deadline.start()
+    got = GuardedView(load_snapshot(tmp_path), deadline).kubelet_configz("gpu-1.example")
+    assert got is not None and got[0] == CONFIGZ["kubeletconfig"]

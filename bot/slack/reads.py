@@ -98,6 +98,12 @@ class GuardedView:
             self.deadline.check()
             start(list(requests))
 
+    def kubelet_configz(self, node: str) -> tuple[Obj, str] | None:
+        """Passed on to a snapshot that carries the node's /configz (handlers/kubeletconfig)."""
+        get = getattr(self.view, "kubelet_configz", None)
+        found: tuple[Obj, str] | None = get(node) if callable(get) else None
+        return found
+
     def now(self) -> datetime:
         return self.view.now()
 
