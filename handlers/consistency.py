@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,13 @@ from handlers.cards import codes
 from handlers.gpu import gpu_resources, name_of, ns_of, requests_gpu
 from handlers.knowledge import load_yaml
 from handlers.model import Finding
+from handlers.timefmt import parse_time
 
 DATA = Path(__file__).parent / "knowledge" / "consistency.yaml"
-FACTS = ("advertises", "gpu-pod-running")
+FACTS = ("advertises", "gpu-pod-running", "gpu-pod-scheduled")
+# A GPU pod the scheduler bound to the node this recently proves the node advertised GPUs
+# then (the scheduler's NodeResourcesFit let it through).
+SCHEDULED_WITHIN = timedelta(hours=1)
 UNVERIFIED = "unverified"
 
 Obj = dict[str, Any]
@@ -91,11 +96,12 @@ class NodeEvidence:
     it, or None."""
 
     def __init__(self, node: Obj, pods: Callable[[], Sequence[Obj]],
-                 dra_devices: int = 0) -> None:
+                 dra_devices: int = 0, now: datetime | None = None) -> None:
         self.node = node
         self.name = name_of(node)
         self._pods = pods
         self._dra = dra_devices
+        self._now = now
         self._said: dict[str, str | None] = {}
 
     def holds(self, fact: str) -> str | None:
@@ -116,6 +122,21 @@ class NodeEvidence:
         for p in self._pods():
             if requests_gpu(p) and _running_ready(p):
                 return f"pod {ns_of(p)}/{name_of(p)} asks for GPUs and runs Ready on {self.name}"
+        return None
+
+
+    def _gpu_pod_scheduled(self) -> str | None:
+        if self._now is None:
+            return None
+        for p in self._pods():
+            cond = next((c for c in (p.get("status") or {}).get("conditions") or []
+                         if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
+            stamp = (cond or {}).get("lastTransitionTime")
+            at = parse_time(stamp)
+            if (requests_gpu(p) and at is not None and self._now - at <= SCHEDULED_WITHIN
+                    and (p.get("status") or {}).get("phase") != "Succeeded"):
+                return (f"the scheduler bound GPU pod {ns_of(p)}/{name_of(p)} to {self.name} "
+                        f"at {stamp}: it advertised GPUs then")
         return None
 
 

@@ -5,6 +5,7 @@ of two findings that cannot both hold about one node the rule's winner stays."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -122,3 +123,15 @@ def test_what_was_not_said_is_shown_in_slack_and_the_terminal() -> None:
     for line in diag.withheld:
         assert json.dumps(line)[1:40] in slack
         assert line in text
+
+
+def test_a_gpu_pod_scheduled_there_within_the_hour_proves_a_plugin_then() -> None:
+    pod = gpu_pod("train-0", "g1", ready=False)
+    pod["status"]["phase"] = "Failed"  # refused by the kubelet after binding
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "True",
+                                    "lastTransitionTime": "2026-12-04T10:00:00Z"}]
+    soon = NodeEvidence(node("g1"), lambda: [pod], now=datetime(2026, 12, 4, 10, 30, tzinfo=UTC))
+    v = withhold("DEVICE_PLUGIN_MISSING", (), soon, everything_read)
+    assert v.withheld is not None and "bound GPU pod ml/train-0" in v.withheld
+    late = NodeEvidence(node("g1"), lambda: [pod], now=datetime(2026, 12, 5, 10, 0, tzinfo=UTC))
+    assert withhold("DEVICE_PLUGIN_MISSING", (), late, everything_read).withheld is None

@@ -207,7 +207,8 @@ def _consistent(n: NodeFacts, found: _Found) -> None:
     claim is not made and the fact is said instead; a claim resting on a kind that could
     not be read is at most a warning."""
     reader = n.ctx.reader
-    evidence = NodeEvidence(n.node, lambda: reader.pods_on([n.name])[n.name], n.dra)
+    evidence = NodeEvidence(n.node, lambda: reader.pods_on([n.name])[n.name], n.dra,
+                            reader.view.now())
     for code, m in list(found.by_code.items()):
         v = withhold(code, m.conditions, evidence, reader.readable)
         if v.withheld is not None:
