@@ -309,7 +309,7 @@ def test_storm_one_card_per_group_nothing_lost_under_rate_limits(
 
 
 def test_pacer_spaces_messages_per_channel_after_a_burst() -> None:
-    from bot.alerts.notifier import Pacer
+    from bot.slack.threads import Pacer
 
     pacer = Pacer(rate=20, burst=2)
     start = time.monotonic()

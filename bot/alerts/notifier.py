@@ -32,28 +32,6 @@ def merge(old: AlertGroup, new: AlertGroup) -> AlertGroup:
     return replace(new, alerts=alerts, status=status)
 
 
-class Pacer:
-    """Per-channel token bucket: ``rate`` messages a second with bursts of ``burst``
-    (Slack allows about one message a second per channel, with short bursts)."""
-
-    def __init__(self, rate: float, burst: int = 5,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.rate, self.burst, self.clock = rate, burst, clock
-        self._buckets: dict[str, tuple[float, float]] = {}
-        self._lock = threading.Lock()
-
-    def wait(self, channel: str) -> None:
-        if self.rate <= 0:
-            return
-        with self._lock:
-            now = self.clock()
-            tokens, at = self._buckets.get(channel, (float(self.burst), now))
-            tokens = min(float(self.burst), tokens + (now - at) * self.rate) - 1
-            self._buckets[channel] = (tokens, now)
-        if tokens < 0:
-            time.sleep(-tokens / self.rate)
-
-
 class AlertNotifier:
     def __init__(self, handle: Callable[[AlertGroup, str], None], *, max_groups: int = 256,
                  workers: int = 2, retry_delay: float = 1.0, max_attempts: int = 20) -> None:

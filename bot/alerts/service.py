@@ -13,27 +13,18 @@ from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Gauge
 
-from bot.alerts.notifier import AlertNotifier, Pacer
+from bot.alerts.notifier import AlertNotifier
 from bot.alerts.receiver import AlertReceiver
 from bot.alerts.routing import RouteError, parse_routes
-from bot.alerts.threads import AlertThreads, SlackPort
-from bot.slack.access import Refusal
-from bot.slack.blocks import Message, Rendered
-from bot.slack.commands import Command
+from bot.alerts.threads import AlertThreads
 from bot.slack.config import ConfigError, Settings
-from bot.slack.pool import Deadline
+from bot.slack.threads import ChannelDiagnoses, Pacer, paced_port
 from bot.store import Store, StoreError, api_client_of, open_configured
-from handlers.errors import GpubotError
-from handlers.model import Diagnosis
 
 if TYPE_CHECKING:
     from bot.slack.app import SlackBot
 
 log = logging.getLogger("gpubot.alerts")
-
-
-class NotAllowed(GpubotError):
-    """The channel's namespace map does not let it see this diagnosis."""
 
 
 def _open_store(settings: Settings, view: object) -> Store:
@@ -65,31 +56,12 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
     owned = store is None
     if store is None:
         store = _open_store(settings, bot.view)
-    pacer = Pacer(pace)
-
-    def post(channel: str, m: Message, thread_ts: str | None) -> str:
-        pacer.wait(channel)
-        return bot.poster.post(channel, m, thread_ts, unfurl=False)
-
-    def update(channel: str, ts: str, m: Message) -> None:
-        pacer.wait(channel)
-        bot.poster.update(channel, ts, m)
-
-    def diagnose(cmd: Command, channel: str) -> Diagnosis:
-        # The channel map holds for alerts too: no namespace's data in a channel that may
-        # not query it (the card itself carries only the alert's own labels).
-        resolved = bot.policy.resolve(cmd, channel, "", "alertmanager")
-        if isinstance(resolved, Refusal):
-            raise NotAllowed(resolved.message)
-        deadline = Deadline(settings.deadline)
-        deadline.start()
-        return bot.diagnoses.diagnose(resolved, deadline, bot.policy.allowed(channel, ""))
-
-    def render(cmd: Command, diag: Diagnosis) -> Rendered:
-        return bot.renderer.render(diag, argv=cmd.argv(), source=bot.view.source,
-                                   command_prefix=settings.command)
-
-    threads = AlertThreads(store, SlackPort(post, update), bot.renderer, diagnose, render)
+    # The channel map holds for alerts too: no namespace's data in a channel that may not
+    # query it (the card itself carries only the alert's own labels).
+    channels = ChannelDiagnoses(settings, bot.policy, bot.diagnoses, bot.renderer,
+                                lambda: bot.view.source, "alertmanager")
+    threads = AlertThreads(store, paced_port(bot.poster, Pacer(pace)), bot.renderer,
+                           channels.diagnose, channels.render)
     notifier = AlertNotifier(threads.handle, max_groups=max_groups, workers=workers)
     registry = bot.metrics.registry
     webhooks = Counter("gpubot_alert_webhooks", "Alertmanager webhooks, by outcome.",

@@ -20,17 +20,15 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from bot.alerts.mapping import commands_for
 from bot.alerts.payload import AlertGroup
-from bot.slack.blocks import Message, Rendered, Renderer
+from bot.slack.blocks import Message, Renderer
 from bot.slack.commands import Command
+from bot.slack.threads import Diagnose, Render, SlackPort, diagnose_in_thread
 from bot.store import Record, Store
-from handlers.errors import GpubotError
-from handlers.model import Diagnosis
 from handlers.timefmt import age_text, parse_time
 
 log = logging.getLogger("gpubot.alerts")
@@ -46,14 +44,6 @@ class Retry(Exception):
     """Try this group again later (another replica is posting its card)."""
 
 
-@dataclass
-class SlackPort:
-    """What the threads need of Slack: post (returns ts) and update one message."""
-
-    post: Callable[[str, Message, str | None], str]
-    update: Callable[[str, str, Message], None]
-
-
 def group_id(group_key: str) -> str:
     return hashlib.sha256(group_key.encode()).hexdigest()[:40]
 
@@ -64,8 +54,7 @@ def _digest(value: Any) -> str:
 
 class AlertThreads:
     def __init__(self, store: Store, slack: SlackPort, renderer: Renderer,
-                 diagnose: Callable[[Command, str], Diagnosis],
-                 render: Callable[[Command, Diagnosis], Rendered],
+                 diagnose: Diagnose, render: Render,
                  clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.slack = slack
@@ -140,35 +129,11 @@ class AlertThreads:
             if changed:
                 self.slack.post(channel, _note(self.renderer, before, alerts, status), ts)
         if status == "firing" and (changed or data.get("owed")):
-            data["codes"] = self._diagnoses(channel, ts, commands, dict(data.get("codes") or {}))
+            data["codes"] = diagnose_in_thread(self.slack, channel, ts, commands,
+                                               dict(data.get("codes") or {}), self.diagnose,
+                                               self.render)
         data.update(status=status, owed=False)
         self._save(rec, data)
-
-    def _diagnoses(self, channel: str, ts: str, commands: list[Command],
-                   codes: dict[str, list[str]]) -> dict[str, list[str]]:
-        """Run each diagnosis; post it in the thread when its codes differ from last time."""
-        for cmd in commands:
-            try:
-                diag = self.diagnose(cmd, channel)
-            except Exception as err:  # a diagnosis that fails must not lose the alert
-                log.warning("alert diagnosis %s failed: %s", cmd.line(), type(err).__name__)
-                why = str(err) if isinstance(err, GpubotError) else (
-                    f"it failed ({type(err).__name__}); the bot's log has the details")
-                if codes.get(cmd.line()) != [f"error: {why}"]:
-                    codes[cmd.line()] = [f"error: {why}"]
-                    text = f"gpubot {cmd.line()}: not diagnosed here: {why}"
-                    self.slack.post(channel, Message("error", text, [{
-                        "type": "section", "text": {"type": "plain_text", "text": text[:2900],
-                                                    "emoji": False}}]), ts)
-                continue
-            now = sorted({f.code for f in diag.findings})
-            if codes.get(cmd.line()) == now:
-                continue
-            codes[cmd.line()] = now
-            rendered = self.render(cmd, diag)
-            for m in rendered.messages:
-                self.slack.post(channel, m, ts)
-        return codes
 
     def _card(self, group: AlertGroup, alerts: dict[str, dict[str, Any]], status: str,
               commands: list[Command], targets: int) -> Message:
