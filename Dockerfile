@@ -9,6 +9,7 @@ FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
 # Dependencies first (their layer survives code changes), exactly as locked, hashes checked.
+# The lock holds the chart extra (matplotlib): the image is gpubot[chart], /gpu nodes draws.
 COPY requirements.lock ./
 RUN python -m venv /opt/gpubot \
  && /opt/gpubot/bin/pip install --require-hashes --no-deps -r requirements.lock

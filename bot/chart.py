@@ -4,10 +4,15 @@ Made for a phone: one horizontal bar group per GPU model (labels never rotate or
 a long model name gets its own line), large type, the number at the end of every bar, and a
 legend on top. Built on a ``Figure`` of its own, not pyplot's global state, so that bot
 workers can draw at the same time.
+
+matplotlib (with numpy, pillow and fonttools, about 160 MB) is the ``chart`` extra, not a
+dependency of the base install: ``missing()`` says whether it is there without importing it,
+and only ``render_png`` imports it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import io
 from typing import Any
 
@@ -15,12 +20,32 @@ from typing import Any
 COLORS = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7")
 WIDTH_IN = 6.4  # at 150 dpi: 960 px, a phone screen's width twice over
 DPI = 150
+INSTALL_HINT = "pip install 'gpubot[chart]'"
+
+
+class ChartUnavailable(RuntimeError):
+    """matplotlib is not installed: the base install draws no chart."""
+
+
+def missing() -> str | None:
+    """None when the chart can be drawn; else why not and what to install."""
+    try:
+        found = importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # a broken or blocked install
+        found = False
+    if found:
+        return None
+    return f"the chart needs matplotlib, which this install lacks: {INSTALL_HINT}"
 
 
 def render_png(data: dict[str, Any]) -> bytes:
-    """The chart of ``handlers.chart.chart_data`` as PNG bytes."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """The chart of ``handlers.chart.chart_data`` as PNG bytes. Raises ChartUnavailable
+    without matplotlib."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError as err:
+        raise ChartUnavailable(missing() or str(err)) from err
 
     groups = data["groups"] or [{"label": "no GPU nodes", "values": [0.0] * len(COLORS)}]
     series = data["series"]

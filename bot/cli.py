@@ -246,6 +246,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         err.write(f"gpubot: error: --log-patterns: {e}\n")
         return EXIT_USAGE
     spec = COMMANDS[args.command]
+    if getattr(args, "png", None):
+        from bot.chart import missing
+
+        # Said before the diagnosis runs, not after it.
+        if (why := missing()) is not None:
+            err.write(f"gpubot: error: --png: {why}\n")
+            return EXIT_USAGE
     progress = Progress.on(err, enabled=args.output not in MACHINE_OUTPUTS, delay=PROGRESS_DELAY)
     try:
         with progress:

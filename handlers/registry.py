@@ -276,7 +276,8 @@ COMMANDS: dict[str, CommandSpec] = {c.name: c for c in (
     CommandSpec(
         "nodes", "GPU ledger per node and per GPU model", "nodes", "nodes", Scope.CLUSTER,
         (Param("png", ("--png",), metavar="FILE", slack=False,
-               help="also write the supply-and-demand chart per GPU model as a PNG"),),
+               help="also write the supply-and-demand chart per GPU model as a PNG "
+                    "(needs the chart extra: pip install 'gpubot[chart]')"),),
         _nodes, "nodes",
         # Doctor's: the discovery chain runs on the nodes that lost GPUs.
         reads=frozenset({"Node", "Pod", "Event", "Namespace", "pods/log", "DaemonSet",

@@ -6,12 +6,13 @@ from __future__ import annotations
 import io
 import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from bot.chart import WIDTH_IN, render_png
+from bot.chart import WIDTH_IN, missing, render_png
 from bot.cli import main
 from bot.snapshot import load_snapshot
 from handlers import nodes
@@ -94,3 +95,34 @@ def test_slack_nodes_posts_the_chart_in_its_thread() -> None:
         assert done.params["thread_ts"] == "1700000000.000001", card_ts.params
         png = next(iter(h.slack.uploads.values()))
         assert png.startswith(b"\x89PNG") and Image.open(io.BytesIO(png)).width > 0
+
+
+def _without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As in the base install, where the chart extra is not installed."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert missing() is not None
+
+
+def test_cli_png_without_the_chart_extra_says_how_to_get_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_matplotlib(monkeypatch)
+    out, err = io.StringIO(), io.StringIO()
+    png = tmp_path / "nodes.png"
+    assert main(["nodes", "--snapshot", str(ROOT / "examples/gpu-fragmentation"),
+                 "--png", str(png)], out=out, err=err) == 2
+    assert "pip install 'gpubot[chart]'" in err.getvalue() and not png.exists()
+    # The table needs no extra.
+    assert main(["nodes", "--snapshot", str(ROOT / "examples/gpu-fragmentation")],
+                out=out, err=io.StringIO()) == 0
+    assert "GPU nodes" in out.getvalue()
+
+
+def test_slack_nodes_without_the_chart_extra_posts_the_table_and_the_hint(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_matplotlib(monkeypatch)
+    with BotHarness("examples/gpu-fragmentation") as h:
+        h.command("nodes")
+        (hint,) = h.slack.wait_for(
+            "chat.postMessage", where=lambda c: "gpubot[chart]" in str(c.params.get("text")))
+        assert hint.params["thread_ts"] == "1700000000.000001"
+        assert not h.slack.calls("files.getUploadURLExternal")

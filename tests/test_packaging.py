@@ -19,9 +19,15 @@ def _name(requirement: str) -> str:
     return re.split(r"[\s<>=!~;\[]", requirement, maxsplit=1)[0].lower().replace("_", "-")
 
 
-def _imports() -> dict[str, Path]:
-    """Top-level modules imported anywhere in bot/ and handlers/ (also by importlib)."""
-    found: dict[str, Path] = {}
+# Extras, and the only modules that may import what they bring (lazily: the base install
+# lacks it, and says how to get it).
+EXTRA_USERS = {"chart": {ROOT / "bot" / "chart.py"}}
+
+
+def _imports() -> dict[str, set[Path]]:
+    """Top-level modules imported anywhere in bot/ and handlers/ (also by importlib), and
+    the files importing each."""
+    found: dict[str, set[Path]] = {}
     for path in SOURCES:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             names: list[str] = []
@@ -34,21 +40,32 @@ def _imports() -> dict[str, Path]:
                   and isinstance(node.args[0].value, str)):
                 names = [node.args[0].value]
             for n in names:
-                found.setdefault(n.split(".")[0], path)
+                found.setdefault(n.split(".")[0], set()).add(path)
     return found
 
 
 def test_every_imported_package_is_a_declared_dependency() -> None:
     declared = {_name(r) for r in PROJECT["dependencies"]}
+    extras = {e: {_name(r) for r in PROJECT["optional-dependencies"][e]} for e in EXTRA_USERS}
     dists = packages_distributions()
     missing = []
-    for module, path in sorted(_imports().items()):
+    for module, paths in sorted(_imports().items()):
         if module in sys.stdlib_module_names or module in ("bot", "handlers", "_typeshed"):
             continue
         owners = {d.lower().replace("_", "-") for d in dists.get(module, [module])}
-        if not owners & declared:
-            missing.append(f"{module} ({path.relative_to(ROOT)}; from {sorted(owners)})")
+        if owners & declared:
+            continue
+        allowed = {p for e, users in EXTRA_USERS.items() if owners & extras[e] for p in users}
+        if not allowed or not paths <= allowed:
+            where = sorted(str(p.relative_to(ROOT)) for p in paths - allowed)
+            missing.append(f"{module} ({', '.join(where)}; from {sorted(owners)})")
     assert not missing, f"imported but not in [project] dependencies: {missing}"
+
+
+def test_the_chart_is_an_extra_of_its_own() -> None:
+    """matplotlib and what it pulls in stay out of the base install (issue 25)."""
+    assert "matplotlib" not in {_name(r) for r in PROJECT["dependencies"]}
+    assert {_name(r) for r in PROJECT["optional-dependencies"]["chart"]} == {"matplotlib"}
 
 
 def test_install_hints_name_extras_that_exist() -> None:
@@ -62,7 +79,8 @@ def test_install_hints_name_extras_that_exist() -> None:
 def test_the_lock_pins_every_dependency_with_hashes() -> None:
     lock = (ROOT / "requirements.lock").read_text()
     pinned = {m.group(1).lower() for m in re.finditer(r"^([A-Za-z0-9_.-]+)==\S+ \\$", lock, re.M)}
-    declared = {_name(r) for r in PROJECT["dependencies"]}
+    declared = {_name(r) for r in [*PROJECT["dependencies"],
+                                   *PROJECT["optional-dependencies"]["chart"]]}
     assert declared <= pinned, f"not in requirements.lock: {declared - pinned}"
     # Every pinned requirement carries its hashes (pip install --require-hashes).
     blocks = re.split(r"^(?=[A-Za-z0-9_.-]+==)", lock, flags=re.M)[1:]

@@ -19,6 +19,7 @@ import sys
 import sysconfig
 import venv
 import zipfile
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,100 @@ def test_the_installed_wheel_renders_slack_cards(fresh_venv: Path, tmp_path: Pat
     run = _run(fresh_venv, "python", "-c", script, cwd=tmp_path)
     assert run.returncode == 0, run.stderr
     assert int(run.stdout) > 0
+
+
+# -- the base install: the wheel without extras --------------------------------------------
+BASE_LIMIT_MB = 200
+
+
+def _requirements(wheel: Path) -> list[str]:
+    """The wheel's Requires-Dist that apply without extras."""
+    from packaging.requirements import Requirement
+
+    with zipfile.ZipFile(wheel) as z:
+        meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
+        lines = z.read(meta).decode().splitlines()
+    reqs = [Requirement(ln.split(":", 1)[1].strip()) for ln in lines
+            if ln.startswith("Requires-Dist:")]
+    return [str(r) for r in reqs if r.marker is None or r.marker.evaluate({"extra": ""})]
+
+
+def _closure(requirements: list[str]) -> list[metadata.Distribution]:
+    """The installed distributions those requirements pull in, transitively: what pip would
+    install, at the versions this checkout's venv holds (requirements.lock's)."""
+    from packaging.requirements import Requirement
+
+    found: dict[str, metadata.Distribution] = {}
+    todo = [Requirement(r) for r in requirements]
+    while todo:
+        req = todo.pop()
+        key = req.name.lower().replace("_", "-")
+        if key in found:
+            continue
+        dist = found[key] = metadata.distribution(req.name)
+        for sub in map(Requirement, dist.requires or []):
+            if sub.marker is None or sub.marker.evaluate({"extra": ""}):
+                todo.append(sub)
+    return list(found.values())
+
+
+def _size(root: Path) -> int:
+    return sum(p.lstat().st_size for p in root.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+@pytest.fixture(scope="module")
+def base_venv(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A venv as `pip install gpubot` makes one (pip included), offline: the wheel, then
+    every file of each distribution its requirements pull in, copied as pip's RECORD lists
+    them (compiled files too), from this checkout's venv. `pip check` then proves the set
+    complete and consistent."""
+    env_dir = tmp_path_factory.mktemp("base") / "venv"
+    venv.EnvBuilder(with_pip=True, system_site_packages=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    site = Path(subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True, capture_output=True, text=True).stdout.strip())
+    subprocess.run(
+        [python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", str(wheel)],
+        check=True, capture_output=True, timeout=120)
+    for dist in _closure(_requirements(wheel)):
+        for f in dist.files or []:
+            src = Path(dist.locate_file(f))
+            dest = Path(os.path.normpath(site / f))
+            if src.is_file() and dest.is_relative_to(env_dir):
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dest)
+    return env_dir
+
+
+def test_the_base_install_is_under_200_mb_and_complete(
+        base_venv: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    check = _run(base_venv, "python", "-m", "pip", "check", cwd=base_venv)
+    assert check.returncode == 0, check.stdout + check.stderr
+    packages = _run(base_venv, "python", "-c", "import matplotlib", cwd=base_venv)
+    assert packages.returncode != 0, "the base install has matplotlib"
+    mb = _size(base_venv) / 1e6
+    with capsys.disabled():
+        print(f"\nbase install (gpubot wheel without extras, pip included): {mb:.0f} MB")
+    assert mb < BASE_LIMIT_MB
+
+
+def test_the_base_install_diagnoses_and_says_how_to_get_the_chart(
+        base_venv: Path, tmp_path: Path) -> None:
+    out = _run(base_venv, "gpubot", "nodes", "--snapshot", str(EXAMPLE), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "GPU nodes" in out.stdout
+    png = tmp_path / "nodes.png"
+    chart = _run(base_venv, "gpubot", "nodes", "--snapshot", str(EXAMPLE), "--png", str(png),
+                 cwd=tmp_path)
+    assert chart.returncode == 2 and not png.exists()
+    assert "pip install 'gpubot[chart]'" in chart.stderr
+    helped = _run(base_venv, "gpubot", "nodes", "--help", cwd=tmp_path)
+    assert "gpubot[chart]" in helped.stdout
+    # The Slack side loads without it too: the renderer, the app's modules.
+    script = ("import bot.slack.app, bot.slack.diagnoses, bot.chart, sys\n"
+              "assert 'matplotlib' not in sys.modules\n"
+              "print(bot.chart.missing())\n")
+    run = _run(base_venv, "python", "-c", script, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "gpubot[chart]" in run.stdout

@@ -23,7 +23,7 @@ from slack_sdk.errors import SlackApiError
 from bot.metrics import METRIC_COMMANDS
 from bot.slack import messages, scope
 from bot.slack.access import AccessPolicy
-from bot.slack.blocks import Changes, Rendered, Renderer, diff_codes
+from bot.slack.blocks import Changes, Message, Rendered, Renderer, diff_codes
 from bot.slack.commands import ROUTES, Command
 from bot.slack.commands import run as run_command
 from bot.slack.config import Settings
@@ -220,10 +220,19 @@ class Diagnoses:
             self.attach_report(channel, ts, cmd, diag)
 
     def attach_chart(self, channel: str, thread_ts: str, diag: Diagnosis) -> None:
-        """`nodes`: the supply-and-demand chart as a PNG in the thread."""
-        from bot.chart import render_png
+        """`nodes`: the supply-and-demand chart as a PNG in the thread; without the chart
+        extra (no matplotlib), a line there saying how to get it."""
+        from bot.chart import missing, render_png
         from handlers.chart import chart_data
 
+        why = missing()
+        if why is not None:
+            text = messages.no_chart(why)
+            note = Message("chart", text, [{"type": "context", "elements": [
+                {"type": "mrkdwn", "text": text}]}])
+            with contextlib.suppress(SlackApiError):  # counted and logged by the poster
+                self.poster.post(channel, note, thread_ts, unfurl=False)
+            return
         try:
             png = render_png(chart_data(diag))
         except Exception:  # the answer stands without its picture

@@ -57,6 +57,11 @@ def cannot_post(error: str) -> str:
     return f":warning: I could not post the answer in this channel ({escape(error)}).{hint}"
 
 
+def no_chart(why: str) -> str:
+    """``nodes`` without the chart extra: the table stands, the picture is one install away."""
+    return f":bar_chart: No chart with this answer: {escape(why)} (the container image has it)."
+
+
 def approvals_disabled(label: str) -> str:
     return (f":lock: Approvals are not enabled yet: {code(label)} was not run. Copy the "
             "command from the card's thread to do it by hand.")
