@@ -35,3 +35,8 @@ def age_text(seconds: float | None) -> str:
     h, rem = divmod(rem, 3600)
     m = rem // 60
     return f"{d}d{h}h" if d else f"{h}h{m}m" if h else f"{m}m"
+
+
+def span_text(seconds: float) -> str:
+    """How long something lasted: ``42s`` under a minute, else as ``age_text``."""
+    return f"{max(int(seconds), 0)}s" if seconds < 60 else age_text(seconds)

@@ -29,7 +29,7 @@ from bot.slack.blocks import Message, Renderer
 from bot.slack.commands import Command
 from bot.slack.threads import Diagnose, Render, SlackPort, diagnose_in_thread
 from bot.store import Record, Store
-from handlers.timefmt import age_text, parse_time
+from handlers.timefmt import parse_time, span_text
 
 log = logging.getLogger("gpubot.alerts")
 
@@ -153,9 +153,7 @@ class AlertThreads:
         lasted = ""
         if status == "resolved" and since is not None:
             end = max(ends) if ends else datetime.fromtimestamp(self.clock(), UTC)
-            lasted = age_text((end - since).total_seconds()) if end > since else "<1m"
-            if (end - since).total_seconds() < 60:
-                lasted = f"{int((end - since).total_seconds())}s"
+            lasted = span_text((end - since).total_seconds())
         lines = [f"{a['status'].upper():8} " + " ".join(
             f"{k}={v}" for k, v in sorted(a["labels"].items())
             if k not in common or len(alerts) == 1) for a in _ordered(alerts)]
@@ -216,4 +214,4 @@ def _note(renderer: Renderer, before: dict[str, dict[str, Any]],
     if status == "resolved":
         parts.append("every alert of the group is resolved")
     text = "; ".join(parts) or "the group changed"
-    return renderer.render_template("slack/alert_note.j2", text=text)[0]
+    return renderer.render_template("slack/thread_note.j2", text=text)[0]
