@@ -23,9 +23,8 @@ READ = {"get", "list", "watch"}
 WRITES = {
     "actions": {("", "pods", "delete"), ("", "nodes", "patch"), ("", "events", "create"),
                 ("events.k8s.io", "events", "create")},
-    "kubernetes-store": {(g, r, v) for g, r in (("", "configmaps"),
-                                                 ("coordination.k8s.io", "leases"))
-                         for v in ("create", "update", "patch", "delete")},
+    "kubernetes-store": {("", "configmaps", v) for v in ("create", "update", "patch", "delete")}
+    | {("coordination.k8s.io", "leases", v) for v in ("create", "update")},
 }
 
 
@@ -121,6 +120,19 @@ def test_ha_and_actions_use_the_kubernetes_store() -> None:
         assert "../kubernetes-store" in kust["components"]
     store = yaml.safe_load((COMPONENTS / "kubernetes-store" / "kustomization.yaml").read_text())
     assert "GPUBOT_STORE=kubernetes" in store["configMapGenerator"][0]["literals"]
+
+
+def test_the_sentinel_lease_is_created_read_and_renewed_in_the_bots_namespace_only() -> None:
+    from bot.sentinel.lease import NAME
+
+    docs = list(yaml.safe_load_all((COMPONENTS / "kubernetes-store" / "rbac.yaml").read_text()))
+    leases = [(d["kind"], d["metadata"]["namespace"], rule) for d in docs
+              for rule in d.get("rules") or [] if "leases" in rule["resources"]]
+    assert leases == [
+        ("Role", "gpubot", {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                            "verbs": ["create"]}),
+        ("Role", "gpubot", {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                            "resourceNames": [NAME], "verbs": ["get", "update"]})]
 
 
 def _render(target: Path) -> list[dict[str, Any]]:

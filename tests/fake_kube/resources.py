@@ -141,6 +141,9 @@ BUILTIN: tuple[ResourceType, ...] = (
        ("pc",), status_subresource=False),
     _R("node.k8s.io", "v1", "runtimeclasses", "runtimeclass", "RuntimeClass", False,
        status_subresource=False),
+    # the sentinel's leader election (bot/sentinel/lease.py)
+    _R("coordination.k8s.io", "v1", "leases", "lease", "Lease", True,
+       status_subresource=False),
     _R("events.k8s.io", "v1", "events", "event", "Event", True, ("ev",),
        fields=EVENTS_V1_FIELDS, status_subresource=False, storage_of="events"),
     # custom resources (served like the apiextensions-apiserver serves CRs)
