@@ -10,7 +10,12 @@ enough, and every incident whose card is behind is handed to the publisher. A pu
 fails leaves the incident behind for the next tick.
 
 A tick runs every ``interval`` seconds, and sooner (at most once a ``min_gap``) when watch
-events are waiting.
+events are waiting. The detectors over metrics (with Prometheus) are polled by the leader on
+a timer of their own: on the first tick ``poll_every`` seconds after their last poll, never
+for a watch event (a poll asks Prometheus over the whole window).
+
+Every replica keeps the store's open incidents as of its last tick (``open_now``): what
+``/gpu sentinel`` and ``/metrics`` show, without a store read of their own.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any, Protocol
 
 from bot.sentinel.incidents import Incident, IncidentBook
 from bot.sentinel.watcher import Watcher
+from bot.store import StoreError
 
 log = logging.getLogger("gpubot.sentinel")
 
@@ -53,6 +59,7 @@ class TickResult:
     published: int = 0
     failed: int = 0
     leader: bool = False
+    polled: bool = False  # the detectors over metrics asked Prometheus this tick
 
 
 class Sentinel:
@@ -60,7 +67,8 @@ class Sentinel:
                  thresholds: Mapping[str, float], *, leader: Leader | None = None,
                  ready: Callable[[], bool] = lambda: True, interval: float = 15.0,
                  min_gap: float = 1.0, clock: Callable[[], float] = time.time,
-                 on_tick: Callable[[TickResult, float], None] | None = None) -> None:
+                 on_tick: Callable[[TickResult, float], None] | None = None,
+                 poll_every: float = 60.0) -> None:
         self.watcher = watcher
         self.book = book
         self.publisher = publisher
@@ -75,6 +83,13 @@ class Sentinel:
         self._wake = threading.Event()
         self.ticks = 0
         self.seconds = 0.0  # thread CPU time of every tick (the bench's detector share)
+        self.poll_every = poll_every
+        self._polled: float | None = None  # the clock at the last poll
+        self.leading = False  # the last tick's
+        # The store's open incidents after the last tick, and when they were read (None:
+        # no tick yet has; the watch cache may not be synced).
+        self.open_now: tuple[Incident, ...] = ()
+        self.open_read: float | None = None
 
     def changed(self, kind: str, namespace: str, name: str) -> None:
         """The watch cache's listener: note the object, wake the loop."""
@@ -94,17 +109,37 @@ class Sentinel:
             self.watcher.scan()
             self._scanned = True
         out.evaluated = self.watcher.evaluate()
-        out.leader = self.leader.is_leader()
+        out.leader = self.leading = self.leader.is_leader()
         if out.leader:
+            out.polled = self._poll()
             now = self.clock()
             due = self.watcher.due(now, self.thresholds, self.book.open_groups())
             out.changed = self.book.sync(due, now)
             out.published, out.failed = self.flush(now)
+        self._read_open()
         self.ticks += 1
         self.seconds += time.thread_time() - started
         if self.on_tick is not None:
             self.on_tick(out, time.thread_time() - started)
         return out
+
+    def _poll(self) -> bool:
+        """Poll the detectors over metrics when their timer is due."""
+        now = self.clock()
+        if not self.watcher.polled or (self._polled is not None
+                                       and now - self._polled < self.poll_every):
+            return False
+        self._polled = now
+        self.watcher.poll()
+        return True
+
+    def _read_open(self) -> None:
+        try:
+            self.open_now = tuple(self.book.open())
+        except StoreError as err:  # what was read last stands; the leader's sync says more
+            log.warning("sentinel: cannot read the open incidents: %s", err)
+            return
+        self.open_read = self.clock()
 
     def flush(self, now: float) -> tuple[int, int]:
         """Hand every incident whose card is behind to the publisher: (posted, failed)."""

@@ -6,23 +6,35 @@ the key. ``evaluate()`` (the sentinel's thread) runs the detectors on the noted 
 so the cost follows the churn, not the cluster's size. ``relisted(kind)`` (a 410 re-list, the
 first sync) evaluates every object of the kind once.
 
+``poll()`` (the sentinel's timer, only with a metrics source) asks Prometheus for the polled
+detectors' observations (``handlers/sentinel/polled.py``) and replaces theirs with them. A
+Prometheus that cannot answer is noted (``metrics_error``) and they keep what they last saw,
+so an outage neither opens nor resolves their incidents; the watch-based ones go on.
+
 ``due(now, thresholds, open_groups)``: the observations that have lasted their detector's
 threshold (from the object's own timestamp when it has one, else from when it was first
 seen), by incident group; an observation joins a group that is already open at once.
+
+``stats`` keeps the thread CPU time each detector took, for ``/metrics``.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from handlers.dra import slice_devices
 from handlers.errors import GpubotError
 from handlers.ledger import dra_gpus
+from handlers.runtime.source import MetricsError, MetricsSource
 from handlers.sentinel.detectors import REGISTRY, Detector, Observation
 from handlers.view import ClusterView, Obj, ViewError
+
+log = logging.getLogger("gpubot.sentinel")
 
 Key = tuple[str, str]  # (namespace or "", name)
 GroupKey = tuple[str, str]  # (detector, group)
@@ -45,7 +57,12 @@ class Seen:
 class Stats:
     evaluated: int = 0  # objects the detectors ran on
     seconds: float = 0.0  # thread CPU time spent evaluating
-    by_detector: dict[str, float] = field(default_factory=dict)
+    by_detector: dict[str, float] = field(default_factory=dict)  # thread CPU time
+    runs: dict[str, int] = field(default_factory=dict)  # evaluations (or polls) of each
+
+    def add(self, detector: str, seconds: float) -> None:
+        self.by_detector[detector] = self.by_detector.get(detector, 0.0) + seconds
+        self.runs[detector] = self.runs.get(detector, 0) + 1
 
 
 class _Lookup:
@@ -60,6 +77,12 @@ class _Lookup:
     def node(self, name: str) -> Obj | None:
         try:
             return self.view.get("Node", name)
+        except ViewError:
+            return None
+
+    def pod(self, namespace: str, name: str) -> Obj | None:
+        try:
+            return self.view.get("Pod", name, namespace)
         except ViewError:
             return None
 
@@ -78,18 +101,26 @@ class _Lookup:
 
 class Watcher:
     def __init__(self, view: ClusterView, detectors: Iterable[Detector] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *,
+                 metrics: MetricsSource | None = None) -> None:
         self.view = view
-        self.detectors = {d.name: d for d in (REGISTRY.values() if detectors is None
-                                              else detectors) if not d.needs_metrics}
+        chosen = list(REGISTRY.values() if detectors is None else detectors)
+        self.detectors = {d.name: d for d in chosen if not d.needs_metrics}
+        # Polled from Prometheus: only where one is configured.
+        self.metrics = metrics
+        self.polled = {d.name: d for d in chosen
+                       if d.needs_metrics and d.poll is not None} if metrics else {}
         self.clock = clock
-        self.seen: dict[str, dict[str, Seen]] = {name: {} for name in self.detectors}
+        self.seen: dict[str, dict[str, Seen]] = {
+            name: {} for name in (*self.detectors, *self.polled)}
         self._look = _Lookup(view)
         self._lock = threading.Lock()
         self._dirty: dict[str, set[Key]] = {}
         self._full: set[str] = set()
         self.stats = Stats()
         self.errors: list[str] = []  # the last evaluation's unreadable kinds
+        self.metrics_error: str | None = None  # why the last poll could not answer
+        self.polled_at: float | None = None  # the sentinel's clock
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -136,7 +167,8 @@ class Watcher:
         if "ResourceSlice" in full or "ResourceSlice" in dirty:
             self._look.forget_dra()
         self.errors = []
-        n = 0
+        # The objects to evaluate, by kind; then each detector over them at once (its time).
+        batches: list[tuple[str, list[tuple[str, Obj | None]]]] = []
         for kind in sorted(full):
             if kind not in self._evaluated_kinds():
                 continue
@@ -151,21 +183,28 @@ class Watcher:
                 gone = set(self.seen[d.name]) - {subject(kind, *k) for k in keys}
                 for s in gone:
                     del self.seen[d.name][s]
-            for (ns, name), obj in keys.items():
-                self._observe(kind, ns, name, obj)
-                n += 1
+            batches.append((kind, [(subject(kind, *k), o) for k, o in keys.items()]))
             dirty.pop(kind, None)
         for kind, keys2 in dirty.items():
             if kind not in self._evaluated_kinds():
                 continue
+            batch: list[tuple[str, Obj | None]] = []
             for ns, name in keys2:
                 try:
-                    now = self.view.get(kind, name, ns or None)
+                    batch.append((subject(kind, ns, name), self.view.get(kind, name, ns or None)))
                 except ViewError as err:
                     self.errors.append(str(err))
-                    continue
-                self._observe(kind, ns, name, now)
-                n += 1
+            batches.append((kind, batch))
+        n = 0
+        for kind, objects in batches:
+            if not objects:
+                continue
+            for d in self._of(kind):
+                began = time.thread_time()
+                for key, obj in objects:
+                    self._observe(d, key, obj)
+                self.stats.add(d.name, time.thread_time() - began)
+            n += len(objects)
         self.stats.evaluated += n
         self.stats.seconds += time.thread_time() - started
         return n
@@ -176,21 +215,64 @@ class Watcher:
     def _of(self, kind: str) -> list[Detector]:
         return [d for d in self.detectors.values() if d.kind == kind]
 
-    def _observe(self, kind: str, ns: str, name: str, obj: Obj | None) -> None:
-        key = subject(kind, ns, name)
-        for d in self._of(kind):
-            seen = self.seen[d.name]
+    def _observe(self, d: Detector, key: str, obj: Obj | None) -> None:
+        seen = self.seen[d.name]
+        try:
+            obs = d.observe(self._look, obj) if obj is not None else None
+        except (GpubotError, ValueError, TypeError, KeyError) as err:
+            # One odd object must not stop the others' detection.
+            self.errors.append(f"{d.name} on {key}: {type(err).__name__}: {err}")
+            obs = None
+        if obs is None:
+            seen.pop(key, None)
+            return
+        was = seen.get(key)
+        seen[key] = Seen(obs, was.first_seen if was is not None else self.clock())
+
+    # -- the timer: the detectors over metrics --------------------------------------------
+
+    def poll(self) -> int:
+        """Ask Prometheus for every polled detector's observations; how many there are."""
+        if self.metrics is None or not self.polled:
+            return 0
+        now = self.clock()
+        at = datetime.fromtimestamp(now, UTC)
+        failed: list[str] = []
+        n = 0
+        for d in self.polled.values():
+            assert d.poll is not None
+            began = time.thread_time()
             try:
-                obs = d.observe(self._look, obj) if obj is not None else None
+                found = d.poll(self.metrics, self._look, at)
+            except MetricsError as err:
+                failed.append(f"{d.name}: {err}")
+                continue  # what it last saw stands until Prometheus answers again
             except (GpubotError, ValueError, TypeError, KeyError) as err:
-                # One odd object must not stop the others' detection.
-                self.errors.append(f"{d.name} on {key}: {type(err).__name__}: {err}")
-                obs = None
-            if obs is None:
-                seen.pop(key, None)
+                failed.append(f"{d.name}: {type(err).__name__}: {err}")
                 continue
-            was = seen.get(key)
-            seen[key] = Seen(obs, was.first_seen if was is not None else self.clock())
+            finally:
+                self.stats.add(d.name, time.thread_time() - began)
+            self._replace(d.name, found, now)
+            n += len(found)
+        error = "; ".join(failed) or None
+        if error and error != self.metrics_error:
+            log.warning("sentinel: the detectors over metrics keep what they last saw: %s",
+                        error)
+        elif self.metrics_error and not error:
+            log.info("sentinel: %s answers again", self.metrics.source)
+        self.metrics_error, self.polled_at = error, now
+        return n
+
+    def _replace(self, name: str, found: Iterable[Observation], now: float) -> None:
+        before, fresh = self.seen[name], {}
+        for obs in found:
+            was = before.get(obs.subject)
+            if was is not None and was.obs.since is not None and (
+                    obs.since is None or was.obs.since < obs.since):
+                # Still so: it began when the first poll that saw it could date it.
+                obs = replace(obs, since=was.obs.since)
+            fresh[obs.subject] = Seen(obs, was.first_seen if was is not None else now)
+        self.seen[name] = fresh  # whole: /metrics reads it from another thread
 
     # -- what has lasted long enough ------------------------------------------------------
 
@@ -198,7 +280,8 @@ class Watcher:
             open_groups: frozenset[GroupKey] = frozenset()) -> dict[GroupKey, list[Seen]]:
         out: dict[GroupKey, list[Seen]] = {}
         for name, seen in self.seen.items():
-            limit = thresholds.get(self.detectors[name].setting, self.detectors[name].default)
+            d = self.detectors.get(name) or self.polled[name]
+            limit = thresholds.get(d.setting, d.default)
             for s in seen.values():
                 gk = (name, s.obs.group)
                 if gk in open_groups or now - s.start() >= limit:

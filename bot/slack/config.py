@@ -95,13 +95,16 @@ ENV = {
     "lost_after": "GPUBOT_LOST_AFTER",
     "plugin_down_after": "GPUBOT_PLUGIN_DOWN_AFTER",
     "pending_after": "GPUBOT_PENDING_AFTER",
+    "idle_after": "GPUBOT_IDLE_AFTER",
+    "xid_after": "GPUBOT_XID_AFTER",
+    "sentinel_metrics_interval": "GPUBOT_SENTINEL_METRICS_INTERVAL",
     "quiet_for": "GPUBOT_QUIET_FOR",
     "digest_time": "GPUBOT_DIGEST_TIME",
     "digest_channel": "GPUBOT_DIGEST_CHANNEL",
 }
 # Settings given as durations ("5m", "1h30m", or seconds), kept as seconds.
 DURATIONS = frozenset({"sentinel_interval", "lost_after", "plugin_down_after", "pending_after",
-                       "quiet_for"})
+                       "quiet_for", "idle_after", "xid_after", "sentinel_metrics_interval"})
 
 MODES = ("socket", "http")
 
@@ -162,6 +165,11 @@ class Settings:
     lost_after: float = 300.0  # a node's GPUs missing from allocatable this long
     plugin_down_after: float = 300.0  # a plugin/driver/toolkit pod down this long
     pending_after: float = 900.0  # a GPU pod Pending this long
+    # With Prometheus (polled every sentinel_metrics_interval): GPUs held idle this long (at
+    # least idle_window), a GPU's Xid not cleared by a reset this long.
+    idle_after: float = 3600.0
+    xid_after: float = 60.0
+    sentinel_metrics_interval: float = 60.0
     quiet_for: float = 900.0  # back within this long after resolving: the same incident
     digest_time: str | None = None  # "HH:MM" UTC; None: no daily digest
     digest_channel: str | None = None  # None: the sentinel channel

@@ -28,6 +28,8 @@ _ACTIVE = ('* on (namespace, pod) group_left () '
            '(max by (namespace, pod) (kube_pod_status_phase{phase=~"Pending|Running"}) == 1)')
 ALLOCATED = f'sum(kube_pod_container_resource_requests{{{KSM_GPU}, node!=""}} {_ACTIVE})'
 ALLOCATABLE = f"sum(kube_node_status_allocatable{{{KSM_GPU}}})"
+# GPUs whose last Xid is not 0 (DCGM keeps it until the GPU is reset).
+XID_SET = f"{XID} != 0"
 
 _ACTION_TEXT = {
     "app-fix": "the application caused it: fix or restart the workload; the GPU is fine",
@@ -38,6 +40,17 @@ _ACTION_TEXT = {
 # Codes whose GPU shortage idle pods could relieve: then GPU_IDLE_ALLOCATED is a warning.
 _SHORTAGE = {"INSUFFICIENT_GPU", "GPU_FRAGMENTATION", "QUOTA_EXCEEDED",
              "PREEMPTION_BLOCKED", "QUEUE_QUOTA_EXHAUSTED"}
+
+
+def or_absent(query: str, metric: str) -> str:
+    """``query``, or one labelless sample when no exporter writes ``metric`` at all (an
+    empty answer then means "none", not "not scraped")."""
+    return f"({query}) or on () absent({metric})"
+
+
+def idle_query(window: str, threshold: float) -> str:
+    """GPUs whose utilisation stayed below ``threshold`` percent for the whole ``window``."""
+    return f"max_over_time({UTIL}[{window}]) < {threshold:g}"
 
 
 @dataclass
@@ -56,7 +69,7 @@ class _Run:
         (only the interesting series come back, however large the cluster) and
         ``absent(metric)`` tells an empty answer from a missing exporter."""
         if metric is not None:
-            q = f"({q}) or on () absent({metric})"
+            q = or_absent(q, metric)
         if self.error is not None:
             self._miss(what)
             return None
@@ -114,7 +127,7 @@ def check_xid(run: _Run, nodes: Iterable[str] | None) -> list[Finding]:
     """GPU_XID_ERRORS per GPU whose last Xid (a gauge: DCGM keeps the last code, 0 for
     none, until the GPU is reset) is not 0, on ``nodes`` (None: every node)."""
     scope = None if nodes is None else set(nodes)
-    samples = run.query(f"{XID} != 0", f"Xid errors ({XID} from dcgm-exporter)", metric=XID)
+    samples = run.query(XID_SET, f"Xid errors ({XID} from dcgm-exporter)", metric=XID)
     out: list[Finding] = []
     for s in samples or []:
         node, code = node_of(s.labels), int(s.value)
@@ -195,7 +208,7 @@ def check_idle(run: _Run, reader: Reader, diag: Diagnosis) -> list[Finding]:
     """GPU_IDLE_ALLOCATED: GPUs held by pods whose utilisation stayed below the threshold
     for the whole window."""
     window, threshold = run.metrics.idle_window, run.metrics.idle_threshold
-    q = f"max_over_time({UTIL}[{window}]) < {threshold:g}"
+    q = idle_query(window, threshold)
     samples = run.query(q, f"idle GPUs ({UTIL} from dcgm-exporter)", metric=UTIL)
     idle: dict[tuple[str, str], list[str]] = {}
     span = duration_seconds(window)

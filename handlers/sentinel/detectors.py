@@ -11,7 +11,17 @@ sentinel (``bot/sentinel``) holds the observation until it has lasted the detect
 whose thread runs ``diagnose`` (the same handlers as ``/gpu doctor`` and ``/gpu why-pending``).
 
 Detectors never import Slack or the store; a new one is one function here (or in a module
-of this package) with its setting's default, and a scenario in ``tests/test_sentinel*.py``.
+of this package, imported by its ``__init__``) with its setting's default, and a scenario in
+``tests/test_sentinel*.py``.
+
+Detectors over metrics (``handlers/sentinel/polled.py``) are not evaluated on objects but
+polled on the sentinel's timer, and only where Prometheus is configured:
+
+    @poller("gpu-xid", title="GPU Xid errors", setting="xid_after", default=60)
+    def xid(metrics: MetricsSource, look: Lookup, now: datetime) -> list[Observation]
+
+A poll says everything that holds now (what it no longer returns is over); it raises
+``MetricsError`` when Prometheus cannot answer, and the sentinel then keeps what it last saw.
 """
 
 from __future__ import annotations
@@ -19,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from handlers import ledger
 from handlers.gpu import is_device_plugin_pod, is_gpu_resource, name_of, ns_of, operator_component
@@ -28,6 +38,9 @@ from handlers.kube.resources import pod_requests
 from handlers.model import ObjectRef
 from handlers.timefmt import parse_time
 
+if TYPE_CHECKING:
+    from handlers.runtime.source import MetricsSource
+
 Obj = dict[str, Any]
 
 
@@ -35,6 +48,8 @@ class Lookup(Protocol):
     """What a detector may read beside its object (cached, cheap)."""
 
     def node(self, name: str) -> Obj | None: ...
+
+    def pod(self, namespace: str, name: str) -> Obj | None: ...
 
     def dra_gpus(self, node: str) -> int | None:
         """Whole GPUs the node's ResourceSlices publish (None: DRA serves it none)."""
@@ -71,7 +86,11 @@ class Detector:
     also: frozenset[str] = field(default_factory=frozenset)
     # True: the metric-based ones, polled on the timer (only with Prometheus).
     needs_metrics: bool = False
+    # Theirs: every observation that holds now (``kind`` and ``observe`` are unused).
+    poll: Poll | None = None
 
+
+Poll = Callable[["MetricsSource", Lookup, datetime], list[Observation]]
 
 REGISTRY: dict[str, Detector] = {}
 
@@ -89,11 +108,27 @@ def detector(name: str, *, title: str, kind: str, setting: str, default: float,
     return register
 
 
+def poller(name: str, *, title: str, setting: str, default: float
+           ) -> Callable[[Poll], Poll]:
+    """Register a detector polled from Prometheus on the sentinel's timer."""
+    def register(fn: Poll) -> Poll:
+        if name in REGISTRY:
+            raise ValueError(f"detector {name} registered twice")
+        REGISTRY[name] = Detector(name, title, "", setting, default, _no_object,
+                                  needs_metrics=True, poll=fn)
+        return fn
+    return register
+
+
+def _no_object(look: Lookup, obj: Obj) -> Observation | None:
+    return None
+
+
 def settings_defaults() -> Mapping[str, float]:
     return {d.setting: d.default for d in REGISTRY.values()}
 
 
-def _pool_group(pool: str | None) -> str:
+def pool_group(pool: str | None) -> str:
     return f"pool {pool}" if pool else "nodes in no pool"
 
 
@@ -113,7 +148,7 @@ def capacity_lost(look: Lookup, node: Obj) -> Observation | None:
     pool = pool_of(node)
     offered = f"{led.offered:g}"
     return Observation(
-        "gpu-capacity-lost", f"node/{name}", _pool_group(pool), float(led.lost),
+        "gpu-capacity-lost", f"node/{name}", pool_group(pool), float(led.lost),
         f"{name}: {offered} of {led.physical}{'+' if led.at_least else ''} GPUs allocatable "
         f"({led.lost} lost)", (ObjectRef("Node", name),), ("doctor", name),
         node=name, pool=pool, evidence=led.evidence)
@@ -182,7 +217,7 @@ def stack_down(look: Lookup, pod: Obj) -> Observation | None:
     gpus = float(ledger.of(node, look.dra_gpus(str(node_name))).physical) if node else 0.0
     ns, name = ns_of(pod), name_of(pod)
     return Observation(
-        "gpu-stack-down", f"pod/{ns}/{name}", f"{comp} on {_pool_group(pool)}", gpus,
+        "gpu-stack-down", f"pod/{ns}/{name}", f"{comp} on {pool_group(pool)}", gpus,
         f"{comp} pod {ns}/{name} on {node_name}: {why}",
         (ObjectRef("Pod", name, ns), ObjectRef("Node", str(node_name))),
         ("doctor", str(node_name)), since=since, node=str(node_name), pool=pool)
@@ -191,7 +226,7 @@ def stack_down(look: Lookup, pod: Obj) -> Observation | None:
 # -- GPU pods pending ---------------------------------------------------------------------
 
 
-def _controller(pod: Obj) -> tuple[str, str]:
+def controller(pod: Obj) -> tuple[str, str]:
     """(kind, name) of what made the pod, a ReplicaSet named as its Deployment."""
     meta = pod.get("metadata") or {}
     ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
@@ -221,7 +256,7 @@ def pending(look: Lookup, pod: Obj) -> Observation | None:
     if gpus <= 0:
         return None
     ns, name = ns_of(pod), name_of(pod)
-    kind, owner = _controller(pod)
+    kind, owner = controller(pod)
     return Observation(
         "gpu-pending", f"pod/{ns}/{name}", f"{ns}/{kind} {owner}", gpus,
         f"{ns}/{name} waits for {gpus:g} GPUs", (ObjectRef("Pod", name, ns),),
