@@ -307,6 +307,10 @@ COMMANDS: dict[str, CommandSpec] = {c.name: c for c in (
                          "ClusterQueue", "LocalQueue"}),
         alerts=(Alert("GPUQuotaExceeded", _quota_namespace),), aliases=("quotas",),
         cli_summary="GPU quota used/hard per namespace, with the holders"),
+    # The sentinel's state: answered by the bot (bot/slack/sentinel.py), not a diagnosis;
+    # each incident is shown only where the channel may see what it is about.
+    CommandSpec("sentinel", "the incidents gpubot noticed on its own, and its detectors' "
+                "settings", "sentinel", "sentinel", Scope.NONE, aliases=("incidents",)),
     CommandSpec("help", "this list", "help", "help", Scope.NONE,
                 aliases=("-h", "--help", "?")),
 )}

@@ -81,7 +81,8 @@ def test_user_text_in_errors_is_escaped() -> None:
 
 
 def test_every_route_has_usage_and_example() -> None:
-    assert set(ROUTES) == {"why-pending", "doctor", "nodes", "pending", "quota", "help"}
+    assert set(ROUTES) == {"why-pending", "doctor", "nodes", "pending", "quota", "sentinel",
+                           "help"}
     for r in ROUTES.values():
         assert r.usage.startswith(r.name) and r.example and r.summary
         assert r.module is None or importlib.import_module(f"handlers.{r.module}")

@@ -23,7 +23,7 @@ import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from slack_bolt import App
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
@@ -49,8 +49,12 @@ from bot.slack.mentions import ActionsNeedTheSlashCommand, Mentions
 from bot.slack.metrics import Metrics
 from bot.slack.pool import DiagnosisPool
 from bot.slack.poster import Poster, make_client
+from bot.slack.sentinel import SentinelStatus
 from handlers.runtime.source import MetricsSource
 from handlers.view import ClusterView
+
+if TYPE_CHECKING:
+    from bot.sentinel.service import Sentinel
 
 log = logging.getLogger("gpubot.slack")
 
@@ -59,6 +63,10 @@ ACTION = re.compile(r"^gpubot_action_\d+$")
 
 
 class SlackBot:
+    # The sentinel's loop, when gpubot serve runs one (bot/sentinel/wiring.py sets it):
+    # /gpu sentinel and /metrics read it.
+    sentinel: Sentinel | None = None
+
     def __init__(
         self,
         settings: Settings,
@@ -94,6 +102,9 @@ class SlackBot:
         self.diagnoses = Diagnoses(settings, view, self.metrics, self.poster, self.renderer,
                                    self.pool, self.policy, clock=clock,
                                    extra_help=APPROVAL_HELP if approvals is not None else ())
+        self.diagnoses.sentinel_status = SentinelStatus(
+            settings, self.policy, self.renderer, self.poster, self.io,
+            lambda: self.sentinel).message
         # One of each guard: the rate limit counts a user's commands whatever path they took.
         self.rate_limit = RateLimit(RateLimiter(settings.rate_limit), self.metrics)
         self.command_size = CommandSize(self.metrics)

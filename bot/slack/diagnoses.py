@@ -55,19 +55,26 @@ class Diagnoses:
         self._clock = clock
         self.extra_help = extra_help  # help entries of the approval-gated actions, when on
         self.prometheus: MetricsSource | None = None  # for the metric-reading commands
+        # /gpu sentinel's answer in a request's channel (bot/slack/sentinel.py)
+        self.sentinel_status: Callable[[Request], dict[str, Any]] | None = None
         self._rechecking: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     # -- asked ------------------------------------------------------------------------------
 
     def answer(self, asked: Asked) -> None:
-        """A parsed, admitted command (``/gpu`` or a mention): the help, or the diagnosis
-        queued and the asker told."""
+        """A parsed, admitted command (``/gpu`` or a mention): the help, the sentinel's
+        state, or the diagnosis queued and the asker told."""
         cmd, req = asked.command, asked.request
         assert cmd is not None
         if cmd.name == "help":
             self.metrics.count("help", "help")
             msg = self.help_message(cmd.target, req, asked.prefix)
+            asked.answer(msg["text"], msg["blocks"])
+            return
+        if cmd.name == "sentinel" and self.sentinel_status is not None:
+            self.metrics.count("sentinel", "answered")
+            msg = self.sentinel_status(req)
             asked.answer(msg["text"], msg["blocks"])
             return
         if self.submit(cmd, req) is None:

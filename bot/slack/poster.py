@@ -99,6 +99,8 @@ class Poster:
         self.metrics = metrics
         self.retries = retries
         self.io = io  # for answers that must not hold up an ack (``later``)
+        # The workspace's address (``https://team.slack.com/``), from auth.test: links.
+        self.workspace: str | None = None
 
     def call(self, method: str, **kwargs: Any) -> Any:
         """``WebClient.<method>(**kwargs)``; any failure counted, logged and raised as a
@@ -189,7 +191,10 @@ class Poster:
     def auth_test(self) -> bool:
         """auth.test: the token works and Slack answers (readiness; failures not counted)."""
         try:
-            return bool(self.client.auth_test().get("ok"))
+            resp = self.client.auth_test()
+            if resp.get("ok") and str(resp.get("url") or "").startswith("https://"):
+                self.workspace = str(resp["url"]).rstrip("/") + "/"
+            return bool(resp.get("ok"))
         except Exception as err:  # SlackApiError, URLError: not ready, say why
             log.warning("auth.test failed: %s", error_name(err))
             return False

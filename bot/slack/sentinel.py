@@ -1,0 +1,166 @@
+"""``/gpu sentinel``: the incidents the bot opened on its own, and the detectors' settings, as
+the asking channel may see them.
+
+It reads what the sentinel keeps in memory (``Sentinel.open_now``, the store's open incidents
+after its last tick, and its watcher): the answer needs no store or Slack call, so it goes
+with the command's acknowledgement, as help does. Channel scope, as for commands: an incident
+about workloads is shown where the channel may query every namespace it names; one about
+nodes where cluster commands may run. Routes (they name namespaces) only where every
+namespace may be queried.
+
+A link to an incident's thread needs the workspace's address, which Slack gives in auth.test:
+asked once, off the listener thread, the first time a card would be linked (HTTP mode's
+readiness check asks it anyway); until then the answer names the card's channel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from markupsafe import Markup
+
+from bot.slack.access import AccessPolicy
+from bot.slack.blocks import Renderer
+from bot.slack.config import ENV, Settings
+from bot.slack.poster import Poster
+from bot.slack.request import Request
+from handlers.sentinel.detectors import REGISTRY
+from handlers.timefmt import span_text
+
+if TYPE_CHECKING:
+    from bot.sentinel.incidents import Incident
+    from bot.sentinel.service import Sentinel
+
+MAX_SHOWN = 20
+_CHANNEL_ID = re.compile(r"^[CG][A-Z0-9]{2,}$")
+
+
+def off_reason(settings: Settings) -> str:
+    """Why ``gpubot serve`` runs no sentinel, and how to turn it on (bot/sentinel/wiring.py
+    says the same in its log)."""
+    if not settings.sentinel:
+        return f"it is turned off ({ENV['sentinel']}=false): set it to true and restart the bot"
+    if settings.snapshot:
+        return ("the bot reads a snapshot: the sentinel watches a live cluster (serve with "
+                "--kubeconfig/--context, or in the cluster)")
+    if not settings.watch:
+        return (f"the watch cache is off ({ENV['watch']}=false): the sentinel reads the "
+                "cluster through it; set it to true and restart the bot")
+    if not (settings.sentinel_channel or settings.alert_channel or settings.sentinel_routes):
+        return (f"its incident cards have no channel: set {ENV['sentinel_channel']} (or "
+                f"{ENV['alert_channel']}, or {ENV['sentinel_routes']}) and restart the bot")
+    return "it could not start: the bot's log says why (look for \"sentinel off\")"
+
+
+def _stamp(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _hours(h: float) -> str:
+    return f"{h:.2f}" if h < 10 else f"{h:.1f}"
+
+
+def _channel(channel: str | None) -> Markup | str:
+    """A channel ID as Slack's mention (a link to it), a name as written."""
+    if channel and _CHANNEL_ID.match(channel):
+        return Markup(f"<#{channel}>")
+    return channel or ""
+
+
+class SentinelStatus:
+    def __init__(self, settings: Settings, policy: AccessPolicy, renderer: Renderer,
+                 poster: Poster, io: Executor, sentinel: Callable[[], Sentinel | None], *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings
+        self.policy = policy
+        self.renderer = renderer
+        self.poster = poster
+        self.io = io
+        self.sentinel = sentinel
+        self.clock = clock
+        self._asked = threading.Event()  # auth.test asked for the workspace's address
+
+    def message(self, req: Request) -> dict[str, Any]:
+        """The answer to ``/gpu sentinel`` in ``req``'s channel (ephemeral)."""
+        s = self.sentinel()
+        allowed = self.policy.allowed(req.channel, req.channel_name)
+        nodes_ok = allowed is None or (bool(allowed) and not self.policy.restrict_cluster_commands)
+        ctx: dict[str, Any] = {"off": None, "starting": False, "incidents": [], "hidden": 0,
+                               "beyond": 0, "as_of": "", "leading": False}
+        if s is None:
+            ctx["off"] = off_reason(self.settings)
+        elif s.open_read is None:
+            ctx["starting"] = True
+        else:
+            now = self.clock()
+            shown = [i for i in s.open_now if self._visible(i, allowed, nodes_ok)]
+            shown.sort(key=lambda i: (-i.gpus, i.since))
+            ctx.update(incidents=[self._row(i, now) for i in shown[:MAX_SHOWN]],
+                       beyond=max(len(shown) - MAX_SHOWN, 0),
+                       hidden=len(s.open_now) - len(shown), as_of=_stamp(s.open_read),
+                       leading=s.leading)
+            if any(i.posted.get("ts") for i in shown) and self.poster.workspace is None:
+                self._learn_workspace()
+        msg = self.renderer.render_template(
+            "slack/sentinel.j2", **ctx, detectors=self._detectors(s),
+            channel=_channel(self.settings.sentinel_channel or self.settings.alert_channel),
+            routes=[r for r in (self.settings.sentinel_routes or "").split(";") if r.strip()]
+            if allowed is None else None,
+            interval=span_text(self.settings.sentinel_interval),
+            quiet_for=span_text(self.settings.quiet_for))[0]
+        return {"text": msg.text, "blocks": msg.blocks, "response_type": "ephemeral"}
+
+    @staticmethod
+    def _visible(inc: Incident, allowed: frozenset[str] | None, nodes_ok: bool) -> bool:
+        if allowed is None:
+            return True
+        namespaces = inc.namespaces
+        return set(namespaces) <= allowed if namespaces else nodes_ok
+
+    def _row(self, inc: Incident, now: float) -> dict[str, Any]:
+        posted = inc.posted or {}
+        channel, ts = posted.get("channel"), posted.get("ts")
+        url = None
+        if channel and ts and self.poster.workspace:
+            # Slack's permalink: the workspace's address, the channel, p + the ts's digits.
+            url = f"{self.poster.workspace}archives/{channel}/p{str(ts).replace('.', '')}"
+        return {"title": inc.title, "group": inc.group, "detector": inc.detector,
+                "gpus": f"{inc.gpus:g}", "gpu_hours": _hours(inc.gpu_hours(now)),
+                "since": _stamp(inc.since), "lasted": span_text(inc.duration(now)),
+                "members": inc.members_total, "reopened": inc.reopened, "url": url,
+                "channel": _channel(str(channel)) if channel and ts else None}
+
+    def _detectors(self, s: Sentinel | None) -> list[dict[str, Any]]:
+        polling = s is not None and bool(s.watcher.polled)
+        error = s.watcher.metrics_error if s is not None else None
+        out = []
+        for d in REGISTRY.values():
+            limit = (s.thresholds.get(d.setting) if s is not None else None) or float(
+                getattr(self.settings, d.setting, d.default))
+            if not d.needs_metrics:
+                state = "on" if s is not None else "off"
+            elif not self.settings.prometheus_url:
+                state = f"off: no Prometheus ({ENV['prometheus_url']})"
+            elif not polling:
+                state = "off"
+            else:
+                state = f"on, every {span_text(s.poll_every)}" if s is not None else "on"
+                if error:
+                    state += f"; Prometheus did not answer: {error}"
+            out.append({"name": d.name, "title": d.title, "setting": d.setting,
+                        "threshold": span_text(limit), "state": state})
+        return out
+
+    def _learn_workspace(self) -> None:
+        if self._asked.is_set():
+            return
+        self._asked.set()
+        with contextlib.suppress(RuntimeError):  # shutting down
+            self.io.submit(self.poster.auth_test)
