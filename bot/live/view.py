@@ -88,6 +88,7 @@ class LiveView:
         unreachable_ttl: float = 15.0,
         refused_ttl: float = 60.0,
         live_log_ttl: float = 5.0,
+        lean: bool = True,
     ) -> None:
         self.api_client = api_client
         self.transport = Transport(api_client, timeout=timeout, retry=retry,
@@ -98,6 +99,8 @@ class LiveView:
         # watch cache does; one list at a time (a Leaner is not thread-safe).
         self._leaner = Leaner()
         self._leaner_lock = threading.Lock()
+        # False: lists keep every field (``gpubot snapshot`` writes whole objects).
+        self.lean = lean
         self.cache = cache
         self.page_size = page_size
         self.log_tail_lines = log_tail_lines
@@ -398,6 +401,8 @@ class LiveView:
         # of every GPU node, and their full objects made most of its peak memory.
         def lean(page: builtins.list[Obj], api_version: str) -> builtins.list[Obj]:
             items = _prepare(info, page, api_version, self.misfits)
+            if not self.lean:
+                return items
             with self._leaner_lock:
                 return [self._leaner.lean(info.kind, o) for o in items]
 

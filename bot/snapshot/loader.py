@@ -9,10 +9,12 @@ could be read, raises ``SnapshotError``.
 from __future__ import annotations
 
 import gc
+import io
 import json
 import os
 import re
 import sys
+import tarfile
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,7 +25,7 @@ from typing import Any, BinaryIO
 from handlers.kube.shape import misfit
 from handlers.view import CLUSTER_SCOPED, Obj
 
-from . import jsonparse, yamlparse
+from . import jsonparse, manifest, yamlparse
 from .files import NotAFile, kernel_path, read_file
 from .logs import LogStore, find_start, read_block, unclosed
 from .model import DUMP_NAMESPACE_FILES, FILE_KINDS, USED_KINDS, LoadProblem, SnapshotError
@@ -82,6 +84,7 @@ def load_snapshot(path: str | Path, *, stdin: BinaryIO | None = None,
         problems=loader.problems,
         files=loader.files,
         configz=loader.configz,
+        manifest=loader.manifest,
     )
 
 
@@ -177,6 +180,7 @@ class _Loader:
     # node -> (its kubelet's configuration as /configz gave it, the file)
     configz: dict[str, tuple[Obj, str]] = field(default_factory=dict)
     logs: LogStore = field(init=False)
+    manifest: manifest.Manifest | None = None  # gpubot snapshot's gpubot-snapshot.yaml
     _seen_dirs: set[str] = field(default_factory=set)
     progress: Callable[[int, int], None] | None = None
     _read_files: int = 0
@@ -242,6 +246,9 @@ class _Loader:
             except (EOFError, zlib.error) as err:
                 self._problem(str(path), None, f"cannot decompress gzip: {err}")
                 return
+        if _is_tar(data):  # gpubot snapshot -o FILE.tgz, or any tar of a snapshot
+            self._read_tar(path, data)
+            return
         # pods.json.gz is read as pods.json would be; messages name the file itself.
         named = path.with_name(path.name[:-3]) if path.name.endswith(".gz") else path
         ctx = _FileContext.of(named)
@@ -254,6 +261,22 @@ class _Loader:
             self.files.append(ctx.path)
         if self.progress is not None:
             self.progress(self._read_files, self._read_bytes)
+
+    def _read_tar(self, path: Path, data: bytes) -> None:
+        """Each regular file of a tar archive, read in memory as if it were on disk at
+        ``path/member``: nothing is extracted, links and devices are skipped."""
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
+                for member in tar:
+                    parts = [p for p in member.name.split("/") if p not in ("", ".", "..")]
+                    if (not member.isfile() or not parts or parts[-1].startswith(".")
+                            or parts[-1].endswith(_DOC_SUFFIXES)):
+                        continue
+                    content = tar.extractfile(member)
+                    if content is not None:
+                        self.load_bytes(path.joinpath(*parts), content.read())
+        except (tarfile.TarError, EOFError) as err:
+            self._problem(str(path), None, f"cannot read the tar archive: {err}")
 
     # -- telling formats apart ---------------------------------------------------------------
 
@@ -359,6 +382,9 @@ class _Loader:
             return
         if not isinstance(value, dict):
             self._shape_problem(ctx, where, f"not a Kubernetes object (a {_type_name(value)})")
+            return
+        if value.get("kind") == manifest.KIND:
+            self._add_manifest(ctx, value, where)
             return
         config = _kubelet_config(value)
         if config is not None:
@@ -472,6 +498,15 @@ class _Loader:
         self.configz[node] = (config, ctx.path)
         ctx.kept += 1
 
+    def _add_manifest(self, ctx: _FileContext, doc: Obj, where: str) -> None:
+        ctx.is_kubernetes = True
+        try:
+            self.manifest = manifest.Manifest.from_doc(doc)
+        except ValueError as err:
+            self._shape_problem(ctx, where, f"{manifest.KIND}: {err}")
+            return
+        ctx.kept += 1
+
     def _problem(self, path: str, where: str | None, message: str) -> None:
         self.problems.append(LoadProblem(path, where, message))
 
@@ -540,6 +575,11 @@ def _gunzip(data: bytes, limit: int) -> bytes:
             raise EOFError("the compressed data is cut short")
         data = d.unused_data
     return b"".join(parts)
+
+
+def _is_tar(data: bytes) -> bool:
+    """A POSIX or GNU tar archive (its magic at offset 257)."""
+    return data[257:262] == b"ustar"
 
 
 def _as_utf8(data: bytes) -> bytes:

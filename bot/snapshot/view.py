@@ -25,6 +25,7 @@ from handlers.view import CLUSTER_SCOPED, Obj, ViewError
 from .events import event_time, involved_key, normalise_event
 from .labelindex import LabelIndex
 from .logs import LogStore
+from .manifest import LOGS, Manifest
 from .model import USED_KINDS, LoadProblem
 from .timestamps import newest
 
@@ -77,6 +78,7 @@ class SnapshotView:
         problems: builtins.list[LoadProblem],
         files: builtins.list[str],
         configz: dict[str, tuple[Obj, str]] | None = None,
+        manifest: Manifest | None = None,
     ) -> None:
         self.path = path
         self.problems = problems
@@ -85,6 +87,8 @@ class SnapshotView:
         self._kinds = frozenset(kinds | objects.keys())
         self._logs = logs
         self._configz = configz or {}
+        # gpubot snapshot's own account: when it was taken, what it could not capture.
+        self.manifest = manifest
         self._unique: dict[str, builtins.list[Obj]] = {}
         self._by_name: dict[str, dict[tuple[str, str], Obj]] = {}
         self._by_namespace: dict[str, dict[str, builtins.list[Obj]]] = {}
@@ -117,7 +121,7 @@ class SnapshotView:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> builtins.list[Obj]:
-        self._check_kind(kind)
+        self._check_kind(kind, namespace)
         try:
             fields = parse_field_selector(field_selector) if field_selector else ()
             if label_selector:
@@ -134,17 +138,19 @@ class SnapshotView:
         return builtins.list(objs)
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Obj | None:
-        self._check_kind(kind)
+        self._check_kind(kind, None if kind in CLUSTER_SCOPED else namespace or "default")
         return self._names(kind).get((self._namespace_key(kind, namespace), name))
 
     def events(self, kind: str, name: str, namespace: str | None = None) -> builtins.list[Obj]:
         """Oldest first. ``namespace=None`` (or a cluster-scoped kind) matches any."""
+        self._not_captured("Event", None if kind in CLUSTER_SCOPED else namespace)
         found = self._event_index().get((kind, name), [])
         if namespace is not None and kind not in CLUSTER_SCOPED:
             found = [(ns, ev) for ns, ev in found if ns == namespace]
         return sorted((ev for _, ev in found), key=event_time)
 
     def logs(self, namespace: str, pod: str, container: str | None = None) -> str | None:
+        self._not_captured(LOGS, namespace)
         pod_obj = self._names("Pod").get((namespace, pod))
         return self._logs.get(namespace, pod, container, pod_obj)
 
@@ -156,12 +162,21 @@ class SnapshotView:
     def now(self) -> datetime:
         """The newest timestamp in the snapshot; the wall clock only if it has none."""
         if self._now is None:
-            self._now = newest(self._stamps) or datetime.now(UTC)
+            taken = self.manifest.captured_at if self.manifest else None
+            self._now = taken or newest(self._stamps) or datetime.now(UTC)
         return self._now
 
     # -- indexes ----------------------------------------------------------------------------
 
-    def _check_kind(self, kind: str) -> None:
+    def _not_captured(self, kind: str, namespace: str | None) -> None:
+        """A ViewError when ``gpubot snapshot`` could not capture what this read needs."""
+        refusal = self.manifest.refusal(kind, namespace) if self.manifest else None
+        if refusal is not None:
+            raise ViewError(f"{kind}{refusal.where()}: not captured in this snapshot: "
+                            f"{refusal.reason}", kind=kind, namespace=namespace)
+
+    def _check_kind(self, kind: str, namespace: str | None = None) -> None:
+        self._not_captured(kind, namespace)
         if kind not in USED_KINDS:
             raise ViewError(f"{self.source}: {kind} objects are not read from snapshots",
                             kind=kind)
