@@ -125,3 +125,22 @@ def test_prometheus_detectors_show_their_state(tmp_path: Path) -> None:
         assert "`gpu-idle` GPUs allocated but idle: after `idle_after` 1h0m; on, every 2m" \
             in text
         assert "Prometheus did not answer" in text and "connection refused" in text
+
+
+def test_metrics_has_the_gpus_lost_the_open_incidents_and_detector_times(
+        h: BotHarness, tmp_path: Path) -> None:
+    assert h.bot is not None
+    status, before = h.get("/metrics")
+    assert status == 200 and "# TYPE gpubot_gpus_lost gauge" in before
+    assert "gpubot_gpus_lost{" not in before and "gpubot_incidents_open{" not in before
+    h.bot.sentinel = running_sentinel(tmp_path, FakeMetrics())
+    metrics = h.get("/metrics")[1]
+    assert 'gpubot_gpus_lost{node="a-0",pool="a100"} 8.0' in metrics
+    for detector, n in (("gpu-capacity-lost", 1), ("gpu-pending", 2), ("gpu-stack-down", 0),
+                        ("gpu-idle", 0), ("gpu-xid", 0)):
+        assert f'gpubot_incidents_open{{detector="{detector}"}} {n:.1f}' in metrics
+    # Two ticks: the first evaluated every object, the second nothing changed; one poll.
+    assert 'gpubot_sentinel_detector_seconds_count{detector="gpu-capacity-lost"} 1.0' \
+        in metrics
+    assert 'gpubot_sentinel_detector_seconds_count{detector="gpu-xid"} 1.0' in metrics
+    assert 'gpubot_sentinel_detector_seconds_sum{detector="gpu-pending"}' in metrics

@@ -105,6 +105,7 @@ class SlackBot:
         self.diagnoses.sentinel_status = SentinelStatus(
             settings, self.policy, self.renderer, self.poster, self.io,
             lambda: self.sentinel).message
+        self.metrics.watch_sentinel(lambda: self.sentinel)
         # One of each guard: the rate limit counts a user's commands whatever path they took.
         self.rate_limit = RateLimit(RateLimiter(settings.rate_limit), self.metrics)
         self.command_size = CommandSize(self.metrics)

@@ -1,6 +1,7 @@
 """Prometheus metrics, in a registry of their own (one per bot, so tests can run several):
 ``gpubot_*``, the process and Python collectors (``process_*``, ``python_*``), and, read at
-scrape time, the Kubernetes API requests and the watch cache's figures."""
+scrape time, the Kubernetes API requests, the watch cache's figures and the sentinel's (GPUs
+lost per node, open incidents, its detectors' CPU time)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,12 @@ from prometheus_client import (
     Info,
     generate_latest,
 )
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.gc_collector import GCCollector
 from prometheus_client.platform_collector import PlatformCollector
@@ -75,6 +81,8 @@ class Metrics:
             GCCollector(registry=r)
         self.kube = KubeCollector()
         r.register(self.kube)
+        self.sentinel = SentinelCollector()
+        r.register(self.sentinel)
 
     def watch_pool(self, queued: Callable[[], float], running: Callable[[], float],
                    stuck: Callable[[], float]) -> None:
@@ -86,6 +94,11 @@ class Metrics:
         """Export the API requests and watch cache of ``view`` (a LiveView, or a wrapper
         of one with ``.view``); a snapshot has neither and exports nothing."""
         self.kube.view = view
+
+    def watch_sentinel(self, sentinel: Callable[[], Any]) -> None:
+        """Export the sentinel ``sentinel()`` returns (``bot.sentinel.service.Sentinel``, or
+        None while there is none) at each scrape."""
+        self.sentinel.sentinel = sentinel
 
     def count(self, command: str, outcome: str) -> None:
         self.commands.labels(command=command, outcome=outcome).inc()
@@ -162,4 +175,54 @@ class KubeCollector:
             CounterMetricFamily("gpubot_cache_relists",
                                 "Full lists of a kind: the first, and every one after a watch "
                                 "expired (410 Gone) or broke.", labels=("kind",)),
+        )
+
+
+class SentinelCollector:
+    """Read at each scrape from the sentinel: what its watcher sees now, the open incidents
+    it read from the store after its last tick, and its detectors' CPU time. Nothing while
+    it does not run."""
+
+    LOST = "gpu-capacity-lost"
+
+    def __init__(self) -> None:
+        self.sentinel: Callable[[], Any] = lambda: None
+
+    def describe(self) -> list[Metric]:
+        return list(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        lost, open_, seconds = families = self._families()
+        s = self.sentinel()
+        if s is not None:
+            watcher = s.watcher
+            # The sentinel's thread changes them: copied first (one C-level copy each).
+            for obs in sorted((x.obs for x in dict(watcher.seen.get(self.LOST) or {}).values()),
+                              key=lambda o: o.subject):
+                lost.add_metric([obs.node or "", obs.pool or ""], obs.gpus)
+            counts = dict.fromkeys(watcher.seen, 0)
+            for inc in s.open_now:
+                counts[inc.detector] = counts.get(inc.detector, 0) + 1
+            for name, n in sorted(counts.items()):
+                open_.add_metric([name], n)
+            stats = watcher.stats
+            for name, runs in sorted(dict(stats.runs).items()):
+                seconds.add_metric([name], count_value=runs,
+                                   sum_value=stats.by_detector.get(name, 0.0))
+        yield from families
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, SummaryMetricFamily]:
+        return (
+            GaugeMetricFamily("gpubot_gpus_lost",
+                              "GPUs a node has but does not offer to the scheduler, as the "
+                              "sentinel sees them now (before lost_after opens an incident).",
+                              labels=("node", "pool")),
+            GaugeMetricFamily("gpubot_incidents_open",
+                              "Open sentinel incidents by detector, as the store held them "
+                              "after the sentinel's last tick.", labels=("detector",)),
+            SummaryMetricFamily("gpubot_sentinel_detector_seconds",
+                                "Thread CPU time of each sentinel detector: one observation "
+                                "per evaluation of the changed objects, or per Prometheus "
+                                "poll.", labels=("detector",)),
         )
