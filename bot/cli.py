@@ -43,10 +43,8 @@ EXAMPLES = """examples:
   kubectl get pods,nodes -A -o yaml | gpubot pending --snapshot -
   source <(gpubot completion bash)
 
-make a snapshot of a cluster:
-  kubectl cluster-info dump --all-namespaces --output-directory ./dump
-  kubectl get resourcequotas,limitranges,priorityclasses,runtimeclasses,configmaps -A \\
-      -o yaml > ./dump/extra.yaml
+make a snapshot of a cluster (gpubot snapshot --help):
+  gpubot snapshot -o ./snap.tgz                    add --anonymize for a support bundle
 """
 
 
@@ -153,6 +151,12 @@ def build_parser() -> _Parser:
     p = command("completion", "shell completion script: gpubot completion bash|zsh|fish",
                 flags=False)
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
+    p = command("snapshot", "write what gpubot reads of a cluster as a snapshot "
+                "(-o DIR|FILE.tgz), anonymized if asked", flags=False)
+    from bot.collect import command as snapshot_command
+
+    p.description, p.epilog = snapshot_command.DESCRIPTION, snapshot_command.EXAMPLES
+    snapshot_command.add_arguments(p, _duration)
     p = command("serve", "run the Slack bot (Socket Mode or HTTP) on a snapshot or a cluster",
                 flags=False)
     from bot.serve import add_arguments as add_serve_arguments
@@ -231,6 +235,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         from bot.serve import serve
 
         return serve(args, whole_process=True)
+    if args.command == "snapshot":
+        from bot.collect.command import run as snapshot
+
+        return snapshot(args, err)
     if args.command == "completion":
         from bot.completion import script
 
