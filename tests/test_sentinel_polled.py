@@ -257,3 +257,26 @@ def test_with_the_real_prometheus(tmp_path: Path) -> None:
         finally:
             prom.close()
             proc.stop()
+
+
+def test_their_threads_run_nodes_for_idle_gpus_and_doctor_for_xids(store: Store) -> None:
+    """The incident threads diagnose what the polled detectors name: ``nodes`` (the idle
+    GPUs with their owners) and ``doctor NODE`` (the Xid)."""
+    from bot.sentinel.threads import IncidentThreads
+    from bot.slack.blocks import Renderer
+    from bot.slack.threads import SlackPort
+    from tests.test_sentinel_threads import Channels, Slack
+
+    view, clock, slack, channels = Objects(), Clock(T0), Slack(), Channels()
+    view.put(gpu_node("a-0"))
+    view.put(running_pod("serve-5c7b9d-aaaaa"))
+    metrics = FakeMetrics({UTIL: [util("serve-5c7b9d-aaaaa", 0, 0)], XID: [xid("a-0", 0, 79)]})
+    book = IncidentBook(store, quiet_for=300.0)
+    pub = IncidentThreads(book, SlackPort(slack.post, slack.update), Renderer(), channels,
+                          channel="C0INC", routes=[], thresholds=LIMITS)
+    s = Sentinel(Watcher(view, clock=clock, metrics=metrics),  # type: ignore[arg-type]
+                 book, pub, LIMITS, clock=clock, poll_every=30.0)
+    s.tick()
+    clock.t += 61
+    s.tick()
+    assert len(slack.cards()) == 2 and sorted(channels.ran) == ["doctor a-0", "nodes"]

@@ -253,7 +253,8 @@ class IncidentThreads:
         commands = []
         for command, target in pairs:
             try:
-                commands.append(parse_args([command, target]))
+                # No target: a command of the whole cluster (`nodes` for idle GPUs).
+                commands.append(parse_args([command, target] if target else [command]))
             except CommandError as err:  # a target /gpu cannot name: said in the log only
                 log.warning("incident %s: cannot diagnose %s %s: %s", inc.key[:8], command,
                             target, err)
