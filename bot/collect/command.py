@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -155,15 +156,28 @@ def _summary(err: TextIO, out: Path, source: str, cap: Capture, manifest: Manife
     if manifest.not_captured:
         # One line: the kinds and the short reason; the whole message (with the RBAC rule
         # that would allow the read) is in the manifest.
-        missing = ", ".join(f"{r.kind}{r.where()} ({r.reason.split(':')[0]})"
-                            for r in manifest.not_captured)
+        why: dict[str, list[str]] = {}
+        for r in manifest.not_captured:
+            why.setdefault(_short(r), []).append(f"{r.kind}{r.where()}")
+        missing = "; ".join(f"{', '.join(what)} ({reason})" for reason, what in why.items())
         err.write(f"gpubot: not captured: {missing}. Why, and the RBAC rules that allow "
                   f"them: {FILE_NAME} in the snapshot\n")
     if cap.log_failures:
         err.write(f"gpubot: {cap.log_failures} container logs could not be read\n")
     if anon is not None:
         n = anon.renamed
-        err.write(f"gpubot: anonymized: {n['namespaces']} namespaces, {n['nodes']} nodes, "
-                  f"{n['objects']} objects and {n['users']} users renamed; env values, "
+        err.write(f"gpubot: anonymized: {_count(n['namespaces'], 'namespace')}, "
+                  f"{_count(n['nodes'], 'node')}, {_count(n['objects'], 'object')} and "
+                  f"{_count(n['users'], 'user')} renamed; env values, "
                   "Secret references and annotations dropped. Container logs are the "
                   "workloads' own text: read them before sharing.\n")
+
+
+def _short(r: Refusal) -> str:
+    """The gist of a refusal: ``forbidden``, ``not in the snapshot (...)``."""
+    text = r.reason.removeprefix(f"{r.kind}: ")
+    return re.split(r"[:;(]", text, maxsplit=1)[0].strip()[:80]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}" + ("" if n == 1 else "s")
