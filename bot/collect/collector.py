@@ -94,6 +94,8 @@ def _config_maps(view: ClusterView, cap: Capture) -> None:
 
 def _logs(view: ClusterView, cap: Capture, say: Say, workers: int) -> None:
     pods = plan.log_pods(cap.objects.get("Pod", []), view.now())
+    if cap.namespace is not None:  # other teams' logs stay out of NS's snapshot
+        pods = [p for p in pods if plan.ns_name(p)[0] == cap.namespace or plan.is_stack(p)]
     refused: set[str] = set()  # namespaces whose logs RBAC refuses: not asked again
     lock = threading.Lock()
     done = 0
