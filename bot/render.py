@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # -o json/yaml never renders a template: jinja2 is imported f
     import jinja2
 
 # The -o json/yaml contract's version: bumped when a field changes meaning or goes away
-# (adding fields does not bump it).
-SCHEMA_VERSION = 1
+# (adding fields does not bump it). 2: a finding's fix is {summary, commands, patch, docs}.
+SCHEMA_VERSION = 2
 
 _ANSI = {"critical": "1;31", "warning": "33", "info": "36", "ok": "32", "bold": "1",
          "dim": "2"}

@@ -56,6 +56,29 @@ def gpu_template(obj: Obj) -> dict[str, Any]:
     return tmpls[0] if tmpls else {}
 
 
+def gpu_template_path(obj: Obj) -> str:
+    """Where ``gpu_template``'s pod spec is in the job (``spec.replicatedJobs[1]...``)."""
+    spec = _spec(obj)
+    kind = obj.get("kind")
+    chosen = gpu_template(obj)
+    if kind == "JobSet":
+        for i, rj in enumerate(spec.get("replicatedJobs") or []):
+            if ((rj.get("template") or {}).get("spec") or {}).get("template") is chosen:
+                return f"spec.replicatedJobs[{i}].template.spec.template.spec"
+    elif kind == "RayJob":
+        rc = spec.get("rayClusterSpec") or {}
+        if (rc.get("headGroupSpec") or {}).get("template") is chosen:
+            return "spec.rayClusterSpec.headGroupSpec.template.spec"
+        for i, g in enumerate(rc.get("workerGroupSpecs") or []):
+            if g.get("template") is chosen:
+                return f"spec.rayClusterSpec.workerGroupSpecs[{i}].template.spec"
+    elif kind == "PyTorchJob":
+        for role, r in (spec.get("pytorchReplicaSpecs") or {}).items():
+            if (r or {}).get("template") is chosen:
+                return f"spec.pytorchReplicaSpecs.{role}.template.spec"
+    return "spec"
+
+
 def suspended(obj: Obj) -> bool:
     spec = _spec(obj)
     if obj.get("kind") == "PyTorchJob":

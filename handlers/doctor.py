@@ -12,6 +12,7 @@ from handlers.chain import check_chain
 from handlers.chain.facts import node_ready
 from handlers.errors import TargetNotFound, close_names
 from handlers.finish import finish
+from handlers.fixes import not_ready_fix
 from handlers.grouping import pools_of
 from handlers.model import Diagnosis, Finding, ObjectRef
 from handlers.runtime import checks as runtime
@@ -42,8 +43,7 @@ def run(reader: Reader, node: str | None = None) -> Diagnosis:
             diag.add(Finding(
                 "NODE_NOT_READY", f"GPU node {chain.node} is NotReady: its GPUs cannot be used.",
                 objects=(ObjectRef("Node", chain.node),), evidence=(why.strip(),),
-                fix=(f"kubectl describe node {chain.node}\nOn the node: journalctl -u kubelet "
-                     "-n 100; systemctl status containerd")))
+                fix=not_ready_fix(chain.node)))
     for f in report.findings:
         diag.add(f)
     for check in report.checks:

@@ -15,7 +15,7 @@ from handlers.cards import CHANGES, card
 from handlers.codes import code_rank
 from handlers.consistency import resolve
 from handlers.grouping import group_by_node
-from handlers.model import Diagnosis, Finding, Severity
+from handlers.model import Diagnosis, Finding, Fix, Severity
 from handlers.rootcause import link
 
 
@@ -92,9 +92,14 @@ def rollback(diag: Diagnosis) -> None:
         return
     f = diag.findings[rc.finding]
     diag.findings[rc.finding] = replace(f, evidence=(*f.evidence, rb.evidence),
-                                        fix=f"{rb.fix}\n{f.fix}")
+                                        fix=rb.fix.then(_or(f.fix)))
     diag.root_cause = replace(rc, fix=diag.findings[rc.finding].fix)
     diag.fits_if.append(rb.option)
+
+
+def _or(fix: Fix) -> Fix:
+    """A fix said as the other way, after a rollback."""
+    return replace(fix, summary=f"Or: {fix.summary}") if fix.summary else fix
 
 
 def _with(f: Finding, condition: str) -> Finding:

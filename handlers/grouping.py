@@ -10,9 +10,10 @@ the node where the line does not name it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
-from handlers.model import Finding, ObjectRef
+from handlers.model import Finding, Fix, ObjectRef
 
 # Node-pool labels of the managed clouds, Karpenter and common conventions, first wins.
 POOL_LABELS = ("cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup",
@@ -20,6 +21,7 @@ POOL_LABELS = ("cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup",
                "node.kubernetes.io/pool", "nodepool", "pool")
 _MAX_NAMED = 6
 _MAX_EVIDENCE = 24
+_MAX_COMMANDS = 12  # a merged fix's commands: every node's, while they fit
 
 
 def pool_of(node: Mapping[str, Any] | None) -> str | None:
@@ -116,7 +118,24 @@ def _merge(members: list[tuple[Finding, str]], pools: Mapping[str, str | None]) 
     if len(evidence) > _MAX_EVIDENCE:
         evidence = [*evidence[:_MAX_EVIDENCE], f"... and {len(evidence) - _MAX_EVIDENCE} "
                     "more lines"]
-    others = ", ".join(names[1:])
-    fix = (f"{first.fix}\nThe same on {others}." if first.fix else "")
-    return Finding(first.code, summary, tuple(objects), tuple(evidence), fix,
+    return Finding(first.code, summary, tuple(objects), tuple(evidence), _merge_fixes(members),
                    tuple(actions), first.conditions)
+
+
+def _merge_fixes(members: list[tuple[Finding, str]]) -> Fix:
+    """The first node's fix with every node's own commands (their names differ), up to
+    ``_MAX_COMMANDS``; the nodes whose commands did not fit are named in the summary."""
+    first = members[0][0].fix
+    if not first:
+        return first
+    commands = list(first.commands)
+    left: list[str] = []
+    for f, node in members[1:]:
+        mine = [c for c in f.fix.commands if c not in commands]
+        if len(commands) + len(mine) > _MAX_COMMANDS:
+            left.append(node)
+        else:
+            commands += mine
+    summary = first.summary + (f" The same on {', '.join(left)}." if left else "")
+    docs = tuple(dict.fromkeys(d for f, _ in members for d in f.fix.docs))
+    return replace(first, summary=summary.strip(), commands=tuple(commands), docs=docs)

@@ -198,6 +198,8 @@ class Quota:
     borrowing_limit: float | None  # None: unlimited within the cohort
     used: float  # status.flavorsUsage total
     borrowed: float
+    # Where it is set in the ClusterQueue: spec.resourceGroups[i].flavors[j].resources[k].
+    path: str = ""
 
 
 def quotas(cq: Obj) -> dict[tuple[str, str], Quota]:
@@ -209,14 +211,15 @@ def quotas(cq: Obj) -> dict[tuple[str, str], Quota]:
             used[(str(fu.get("name")), str(r.get("name")))] = (
                 parse_quantity(r.get("total")), parse_quantity(r.get("borrowed")))
     out: dict[tuple[str, str], Quota] = {}
-    for rg in (cq.get("spec") or {}).get("resourceGroups") or []:
-        for fl in rg.get("flavors") or []:
-            for r in fl.get("resources") or []:
+    for i, rg in enumerate((cq.get("spec") or {}).get("resourceGroups") or []):
+        for j, fl in enumerate(rg.get("flavors") or []):
+            for k, r in enumerate(fl.get("resources") or []):
                 key = (str(fl.get("name")), str(r.get("name")))
                 lim = r.get("borrowingLimit")
                 u, b = used.get(key, (0.0, 0.0))
                 out[key] = Quota(parse_quantity(r.get("nominalQuota")),
-                                 None if lim is None else parse_quantity(lim), u, b)
+                                 None if lim is None else parse_quantity(lim), u, b,
+                                 f"spec.resourceGroups[{i}].flavors[{j}].resources[{k}]")
     return out
 
 

@@ -10,6 +10,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import yaml
+
 from handlers.cards import card, known_conditions
 from handlers.severity import Severity
 
@@ -17,8 +19,10 @@ __all__ = [
     "Diagnosis",
     "Finding",
     "FitChange",
+    "Fix",
     "NodeVerdict",
     "ObjectRef",
+    "Patch",
     "Rollback",
     "RootCause",
     "Severity",
@@ -37,6 +41,65 @@ class ObjectRef:
 
 
 @dataclass(frozen=True)
+class Patch:
+    """YAML for one object: ``content`` goes at ``path`` of ``kind`` ``name`` (dotted keys,
+    ``[i]`` for a list item, "" for the whole object); a mapping merges into the mapping
+    there, a list's items are added to the list there. A whole new object (``path`` "")
+    carries its apiVersion, kind and metadata in ``content``."""
+
+    kind: str
+    name: str
+    path: str
+    content: Any  # a mapping or a list, plain YAML types
+    namespace: str | None = None
+
+    @property
+    def ref(self) -> ObjectRef:
+        return ObjectRef(self.kind, self.name, self.namespace)
+
+    @property
+    def text(self) -> str:
+        """``content`` as YAML, in the order it was written."""
+        return yaml.safe_dump(self.content, sort_keys=False, default_flow_style=False,
+                              width=1000).rstrip("\n")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "name": self.name, "namespace": self.namespace,
+                "path": self.path, "content": self.content}
+
+
+@dataclass(frozen=True)
+class Fix:
+    """How to fix a finding: prose in ``summary``; ``commands`` are exact shell lines with
+    this cluster's names, in the order to run them (a trailing ``# ...`` says what one is
+    for); ``patch`` the YAML to put into the object it names; ``docs`` URLs."""
+
+    summary: str = ""
+    commands: tuple[str, ...] = ()
+    patch: Patch | None = None
+    docs: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.summary or self.commands or self.patch)
+
+    def then(self, other: Fix) -> Fix:
+        """This fix, then ``other``: summaries in turn, commands and docs joined without
+        repeats; a fix names one patch, this one's when both have one."""
+        summary = " ".join(s for s in (self.summary, other.summary) if s)
+        return Fix(summary, _unique(self.commands + other.commands),
+                   self.patch or other.patch, _unique(self.docs + other.docs))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"summary": self.summary, "commands": list(self.commands),
+                "patch": self.patch.to_json() if self.patch else None,
+                "docs": list(self.docs)}
+
+
+def _unique(items: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+@dataclass(frozen=True)
 class Finding:
     """One root cause (or passed check) with its proof and its fix.
 
@@ -48,7 +111,7 @@ class Finding:
     summary: str
     objects: tuple[ObjectRef, ...] = ()
     evidence: tuple[str, ...] = ()
-    fix: str = ""
+    fix: Fix = field(default_factory=Fix)
     # Approval-gated actions a finding proposes, e.g. ("restart-device-plugin", "gpu-node-7");
     # each must be one its card offers.
     actions: tuple[tuple[str, str], ...] = ()
@@ -79,7 +142,7 @@ class Finding:
             "summary": self.summary,
             "objects": [asdict(o) for o in self.objects],
             "evidence": list(self.evidence),
-            "fix": self.fix,
+            "fix": self.fix.to_json(),
             "actions": [{"action": a, "target": t} for a, t in self.actions],
             "caused_by": list(self.caused_by),
             "conditions": sorted(self.conditions),
@@ -105,7 +168,7 @@ class RootCause:
     code: str
     summary: str
     finding: int  # index into Diagnosis.findings
-    fix: str = ""
+    fix: Fix = field(default_factory=Fix)
     symptoms: tuple[str, ...] = ()  # codes it explains, in the order they follow it
 
     def to_json(self) -> dict[str, object]:
@@ -134,7 +197,7 @@ class Rollback:
     at the head of the root cause's fix and among the ways to make it fit."""
 
     evidence: str
-    fix: str
+    fix: Fix
     option: FitChange
 
 

@@ -27,9 +27,10 @@ from handlers.gpu import (
 )
 from handlers.grouping import pools_of
 from handlers.knowledge.gpu_counts import counts, instance_type_gpus
+from handlers.kube.commands import kubectl, pods_on_node
 from handlers.kube.resources import pod_requests
 from handlers.kube.taints import LIFECYCLE_TAINT_KEYS
-from handlers.model import Diagnosis, Finding, ObjectRef
+from handlers.model import Diagnosis, Finding, Fix, ObjectRef
 from handlers.runtime import checks as runtime
 from handlers.view import ACTIVE_PODS, Obj, Reader
 
@@ -148,18 +149,19 @@ def lost_finding(lost: list[tuple[NodeRow, ledger.NodeLedger]]) -> Finding:
     evidence += [n for _, led in lost[:_EVIDENCE_NODES] for n in led.notes]
     if len(lost) > _EVIDENCE_NODES:
         evidence.append(f"and {len(lost) - _EVIDENCE_NODES} more nodes")
-    fix = ("Fix what each node's other findings name (gpubot doctor NODE shows its whole "
-           "chain), then check that every GPU is back:\n"
-           "kubectl get nodes -o custom-columns='NODE:.metadata.name,"
-           "CAPACITY:.status.capacity.nvidia\\.com/gpu,"
-           "ALLOCATABLE:.status.allocatable.nvidia\\.com/gpu'")
+    fix = Fix("Fix what each node's other findings name (gpubot doctor NODE shows its whole "
+              "chain), then check that every GPU is back.", (kubectl(
+                  "get", "nodes", "-o", "custom-columns=NODE:.metadata.name,"
+                  "CAPACITY:.status.capacity.nvidia\\.com/gpu,"
+                  "ALLOCATABLE:.status.allocatable.nvidia\\.com/gpu"),))
     dra_nodes = [r.node for r, led in lost if led.dra is not None]
     if dra_nodes:
         # The DRA driver leaves a device it finds unhealthy out of the slice until it restarts.
-        fix += ("\nDRA: the driver's kubelet plugin leaves GPUs it finds unhealthy out of its "
-                "ResourceSlice (its log says which); once they are repaired, restart it and "
-                "check what it publishes: kubectl get resourceslices "
-                f"--field-selector spec.nodeName={dra_nodes[0]} -o yaml")
+        fix = fix.then(Fix(
+            "DRA: the driver's kubelet plugin leaves GPUs it finds unhealthy out of its "
+            "ResourceSlice (its log says which); once they are repaired, restart it and check "
+            "what it publishes.", (kubectl("get", "resourceslices", "--field-selector",
+                                           pods_on_node(dra_nodes[0]), "-o", "yaml"),)))
     return Finding(
         LOST, f"{_plural(gpus, 'GPU')} lost on {_plural(len(lost), 'node')}: {named}.",
         tuple(ObjectRef("Node", r.node) for r, _ in lost), tuple(evidence), fix,

@@ -325,7 +325,7 @@ def _row(w: PendingWorkload, now: datetime) -> dict[str, Any]:
         "gpus_requested": w.gpus, "resources": w.resources(),
         "age": age_text(secs), "age_seconds": secs or 0,
         "pod": name_of(pods[0]) if pods else None, "queue": w.queue,
-        "code": None, "severity": str(Severity.INFO), "cause": "", "fix": "",
+        "code": None, "severity": str(Severity.INFO), "cause": "", "fix": None,
         "drilldown": _drilldown(w), "fits_if": [], "fits_if_closest": "",
     }
 
@@ -373,7 +373,7 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
             diag.unchecked.append(f"why-pending {w.namespace}/{w.workload}: {why}")
         if found is not None:
             row.update(code=found.code, severity=str(found.severity), cause=found.summary,
-                       fix=found.fix)
+                       fix=found.fix.to_json())
             causes.append(found)
         elif not row["cause"]:
             row["cause"] = f"why-pending found no cause; run {row['drilldown']}"

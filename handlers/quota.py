@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from handlers.finish import finish
+from handlers.fixes import raise_quota
 from handlers.gpu import is_gpu_resource, name_of, ns_of
 from handlers.kube.quantity import QuantityError, fmt_quantity, parse_quantity
 from handlers.kube.resources import is_best_effort, pod_requests
@@ -283,9 +284,7 @@ def _exceeded(row: dict[str, Any], events: list[Obj]) -> Finding | None:
     objects = [ObjectRef("ResourceQuota", q, ns)]
     objects += [ObjectRef(w["kind"], w["name"], ns) for w in waiting[:HOLDER_LINES]]
     raise_to = fmt_quantity(max(hard, used) + (uncharged or _refused_amount(refused, key)))
-    fix = (f"Free quota (stop or scale down a holder: kubectl -n {ns} get pods), or raise it: "
-           f"kubectl -n {ns} patch resourcequota {q} --type merge "
-           f"-p '{{\"spec\":{{\"hard\":{{\"{key}\":\"{raise_to}\"}}}}}}'")
+    fix = raise_quota(ns, q, key, raise_to, "stop or scale down a holder")
     return Finding(
         "QUOTA_EXCEEDED",
         f"ResourceQuota {q} in {ns} is used up for {key}: {fmt_quantity(used)} of "

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from handlers.gpu import name_of, ns_of
+from handlers.kube.commands import kubectl
+from handlers.model import Fix
 from handlers.timefmt import age_text, seconds_since
 from handlers.view import Obj, Reader
 
@@ -50,14 +52,17 @@ class Rollout:
         return (f"{self.kind.lower()} {self.namespace}/{self.name} rolled to revision "
                 f"{self.revision} at {self.when} ({self.age}): {what}")
 
-    def fix(self) -> str:
+    def fix(self) -> Fix:
         if self.owner:
-            return (f"Roll back the change of revision {self.revision} ({self.age}) in "
-                    f"{self.owner}: it owns {self.kind.lower()}/{self.name} and would undo a "
-                    "kubectl rollout undo; set the changed field back there.")
-        return (f"Roll back the change of {self.age} (revision {self.revision}): kubectl -n "
-                f"{self.namespace} rollout undo {self.kind.lower()}/{self.name} "
-                f"--to-revision={self.previous}")
+            kind, _, name = self.owner.partition(" ")
+            return Fix(f"Roll back the change of revision {self.revision} ({self.age}) in "
+                       f"{self.owner}: it owns {self.kind.lower()}/{self.name} and would undo a "
+                       "kubectl rollout undo; set the changed field back there.",
+                       (kubectl("edit", kind.lower(), name),) if kind == "ClusterPolicy"
+                       else ())
+        return Fix(f"Roll back the change of {self.age} (revision {self.revision}).", (
+            kubectl("rollout", "undo", f"{self.kind.lower()}/{self.name}",
+                    f"--to-revision={self.previous}", namespace=self.namespace),))
 
 
 def _labels(o: Obj) -> Mapping[str, str]:
@@ -178,8 +183,7 @@ def with_rollouts(reader: Reader, findings: list[Finding]) -> list[Finding]:
         if ro is None:
             out.append(f)
             continue
-        out.append(replace(f, evidence=(*f.evidence, ro.evidence()),
-                           fix=f"{ro.fix()}\n{f.fix}" if f.fix else ro.fix()))
+        out.append(replace(f, evidence=(*f.evidence, ro.evidence()), fix=ro.fix().then(f.fix)))
     return out
 
 

@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from handlers import kubeletconfig, numa
 from handlers.gpu import GPU_RESOURCE, is_gpu_resource, name_of, ns_of
 from handlers.kube.admission import Refusal
+from handlers.kube.commands import kubectl
 from handlers.kube.resources import container_requests, is_terminated, pod_requests, same_pod_as
+from handlers.kube.workload import spec_owner
+from handlers.model import Fix, Patch
 from handlers.view import Obj, Reader
 
 _MAX_NODES = 3
@@ -36,10 +39,10 @@ class Explanation:
 
     summary: str
     evidence: list[str]
-    fix: str
+    fix: Fix
     gpu_summary: str = ""
     gpu_evidence: list[str] = field(default_factory=list)
-    gpu_fix: str = ""
+    gpu_fix: Fix = field(default_factory=Fix)
     not_checked: list[str] = field(default_factory=list)
 
     @property
@@ -168,6 +171,7 @@ def explain(reader: Reader, pod: Obj, node: Obj, refused: Refusal) -> Explanatio
     fixes: list[str] = []
     gpu_ev: list[str] = []
     gpu_fix: list[str] = []
+    move = Fix()  # the pod deleted and pinned to nodes with room
     cpu_limit = _cpu_limit(pod, node, cfg, lay, ev)
     cpu_over = cpu_limit is not None
     if cpu_limit is not None:
@@ -212,9 +216,10 @@ def explain(reader: Reader, pod: Obj, node: Obj, refused: Refusal) -> Explanatio
         if room:
             gpu_fix.insert(0, f"Run it where one NUMA node has {need} {res} free now: "
                               + ", ".join(room[:_MAX_NODES]) + " (delete the Failed pod; the "
-                              "scheduler does not see NUMA nodes, so pin it with a node "
-                              "affinity on kubernetes.io/hostname or use a NUMA-aware "
-                              "scheduler: scheduler-plugins' NodeResourceTopologyMatch).")
+                              "scheduler does not see NUMA nodes, so pin it there with the "
+                              "node affinity of the patch, or use a NUMA-aware scheduler: "
+                              "scheduler-plugins' NodeResourceTopologyMatch).")
+            move = _pin(pod, room[:_MAX_NODES])
     fixes += gpu_fix
     fixes.append("Or let the kubelet admit what it cannot align: " + _policy_fix(name, cfg))
     # The GPUs must share a NUMA node unless the CPUs alone already cannot.
@@ -223,15 +228,30 @@ def explain(reader: Reader, pod: Obj, node: Obj, refused: Refusal) -> Explanatio
     summary = (f"The kubelet on {name} refused the pod: its Topology Manager ({policy_text}) "
                "could not give it " + (f"{need} {res} " if must_align else "its resources ")
                + "from one NUMA node.")
-    explained = Explanation(summary, ev + ([] if must_align else gpu_ev), "\n".join(fixes),
-                            not_checked=not_checked)
+    explained = Explanation(summary, ev + ([] if must_align else gpu_ev),
+                            Fix(" ".join(fixes)).then(move), not_checked=not_checked)
     if must_align:
         explained.gpu_summary = (f"The pod's {need} GPUs must come from one NUMA node of {name} "
                                  f"({policy_text}, topologyManagerScope {scope}).")
         explained.gpu_evidence = gpu_ev
-        explained.gpu_fix = "\n".join(gpu_fix) or (
-            f"Ask for fewer {res} per pod, or run it on nodes whose NUMA nodes hold {need} GPUs.")
+        explained.gpu_fix = Fix(" ".join(gpu_fix) or (
+            f"Ask for fewer {res} per pod, or run it on nodes whose NUMA nodes hold {need} GPUs."
+        )).then(move)
     return explained
+
+
+def _pin(pod: Obj, nodes: list[str]) -> Fix:
+    """The refused pod deleted (its controller makes it again) and its spec pinned to
+    ``nodes`` by hostname."""
+    owner = spec_owner(pod)
+    meta = pod.get("metadata") or {}
+    return Fix(commands=(kubectl("delete", "pod", str(meta.get("name")),
+                                 namespace=str(meta.get("namespace") or "default")),),
+               patch=Patch(owner.kind, owner.name, f"{owner.path}.affinity", {
+                   "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                       "nodeSelectorTerms": [{"matchExpressions": [{
+                           "key": "kubernetes.io/hostname", "operator": "In",
+                           "values": nodes}]}]}}}, owner.namespace))
 
 
 def _cpu_limit(pod: Obj, node: Obj, cfg: kubeletconfig.KubeletConfig | None,

@@ -15,9 +15,10 @@ from handlers.errors import TargetNotFound
 from handlers.finish import finish
 from handlers.gpu import name_of
 from handlers.grouping import pools_of
+from handlers.kube.commands import kubectl
 from handlers.kube.resources import pod_requests
 from handlers.kube.selectors import match_label_selector_object
-from handlers.model import Diagnosis, Finding, FitChange, ObjectRef, Rollback
+from handlers.model import Diagnosis, Finding, FitChange, Fix, ObjectRef, Rollback
 from handlers.pending import checks, fitsif, placement, spec, started
 from handlers.pending.context import PendingContext
 from handlers.rollout import deployment_rollout
@@ -257,8 +258,10 @@ def _rollback(ctx: PendingContext) -> Rollback | None:
     nodes = fitsif.fits_as(ctx, ro.previous_template)
     if not nodes:
         return None
-    return Rollback(ro.evidence(), ro.fix(), FitChange(
-        "other", f"{ro.fix()} (then it fits on {', '.join(nodes[:3])})", tuple(nodes[:5]),
+    back = ro.fix()
+    return Rollback(ro.evidence(), back, FitChange(
+        "other", f"{back.summary.rstrip('.')} (then it fits on {', '.join(nodes[:3])})",
+        tuple(nodes[:5]),
         (ObjectRef("Deployment", ro.name, ro.namespace),)))
 
 
@@ -301,9 +304,12 @@ def _diagnose_unbound(ctx: PendingContext, diag: Diagnosis) -> placement.Placeme
             "PENDING_NO_EVENTS", "The pod is Pending and no scheduler event explains it yet.",
             (ObjectRef("Pod", ctx.pod_name, ctx.namespace),),
             (f"events on the pod: {len(ctx.events)}, none with reason FailedScheduling",),
-            f"kubectl -n {ctx.namespace} get events --field-selector "
-            f"involvedObject.name={ctx.pod_name}; check the scheduler is running: "
-            "kubectl -n kube-system get pods -l component=kube-scheduler",
+            Fix("Wait for the scheduler's next attempt, and check that it runs (on a managed "
+                "control plane its pods are not listed).",
+                (kubectl("get", "events", "--field-selector",
+                         f"involvedObject.name={ctx.pod_name}", namespace=ctx.namespace),
+                 kubectl("get", "pods", "-l", "component=kube-scheduler",
+                         namespace="kube-system"))),
         ))
     return p
 
@@ -345,5 +351,5 @@ def _not_pending(reader: Reader, ctx: PendingContext) -> Finding:
         f"The pod is not pending: {phase} on node {node} since {_since(ctx.pod)}.",
         (ObjectRef("Pod", ctx.pod_name, ctx.namespace), ObjectRef("Node", node)),
         tuple(evidence),
-        f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}",
+        Fix(commands=(kubectl("describe", "pod", ctx.pod_name, namespace=ctx.namespace),)),
     )

@@ -25,3 +25,13 @@ def conditions_for(code: str, severity: Severity) -> frozenset[str]:
 def finding_at(code: str, severity: Severity, summary: str, *args: Any,
                **kwargs: Any) -> Finding:
     return Finding(code, summary, *args, conditions=conditions_for(code, severity), **kwargs)
+
+
+def commands(f: Finding) -> str:
+    """A finding's fix commands, one per line (assertions on what on-call would run)."""
+    return "\n".join(f.fix.commands)
+
+
+def patch_text(f: Finding) -> str:
+    """The YAML of its fix's patch, or ""."""
+    return f.fix.patch.text if f.fix.patch else ""

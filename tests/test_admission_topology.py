@@ -213,7 +213,7 @@ def test_node_resource_topology_names_the_node_the_machine_type_could_not() -> N
     diag, _ = _why(S3, "arc-runners/l-x86iamx-88-900-h100-4-e5-workflow")
     root = diag.findings[0]
     assert root.code == "DEVICE_ADMISSION_FAILED"
-    assert "ip-10-8-101-9.us-east-2.compute.internal" in root.fix.splitlines()[0]
+    assert "ip-10-8-101-9.us-east-2.compute.internal" in root.fix.summary
     assert not any("kubelet's topologyManagerPolicy" in u for u in diag.unchecked)
 
 
@@ -223,8 +223,8 @@ def test_a_topology_refusal_names_the_node_with_a_free_numa_node_and_offers_no_r
     assert root.code == "DEVICE_ADMISSION_FAILED" and root.severity == Severity.CRITICAL
     assert root.actions == ()
     assert ObjectRef("Node", "gpu-metal-a") in root.objects
-    assert root.fix.splitlines()[0].startswith("Run it where one NUMA node has 4")
-    assert "gpu-metal-b" in root.fix.splitlines()[0]
+    assert root.fix.summary.startswith("Run it where one NUMA node has 4")
+    assert "gpu-metal-b" in root.fix.summary
     assert any("topologyManagerPolicy: single-numa-node" in e for e in root.evidence)
     topo = next(f for f in diag.findings if f.code == "MULTI_GPU_TOPOLOGY")
     assert topo.severity == Severity.WARNING and topo.conditions == {"numa-refused"}
@@ -243,7 +243,7 @@ def test_a_node_configz_decides_the_policy_and_eight_gpus_never_fit_one_numa_nod
     assert root.code == "DEVICE_ADMISSION_FAILED"
     assert any(e.startswith(f"configz of node {BUNDLE_NODE}") for e in root.evidence)
     topo = next(f for f in diag.findings if f.code == "MULTI_GPU_TOPOLOGY")
-    assert "at most 4 nvidia.com/gpu" in topo.fix
+    assert "at most 4 nvidia.com/gpu" in topo.fix.summary
     assert not any("kubelet's topologyManagerPolicy" in u for u in diag.unchecked)
 
 
@@ -257,7 +257,7 @@ def test_exclusive_cpus_beyond_one_numa_node_are_the_cause_not_the_gpus() -> Non
     ctx.events = reader.events("Pod", "ph-w-h100-8-placeholder-0", "arc-runners")
     found = started.check(ctx)
     assert [f.code for f in found] == ["DEVICE_ADMISSION_FAILED"]
-    assert found[0].fix.startswith("Ask for at most 96 CPUs")
+    assert found[0].fix.summary.startswith("Ask for at most 96 CPUs")
 
 
 def test_a_refused_pods_node_chain_keeps_only_what_can_cause_a_refusal() -> None:
@@ -277,4 +277,4 @@ def test_doctor_says_a_topology_refusal_in_its_words_without_a_plugin_restart() 
     f = next(f for f in diag.findings if f.code == "DEVICE_ADMISSION_FAILED")
     assert f.actions == ()
     assert ObjectRef("Pod", "runner-t4-4-2pfzt-workflow", "ci") in f.objects
-    assert "gpu-metal-b" in f.fix
+    assert "gpu-metal-b" in f.fix.summary

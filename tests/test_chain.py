@@ -23,6 +23,7 @@ from handlers.errors import TargetNotFound
 from handlers.logpatterns import classify_log
 from handlers.model import Diagnosis, Finding, ObjectRef
 from handlers.view import Reader
+from tests.findings import commands
 
 SCENARIOS = Path(__file__).parent / "scenarios"
 DOCTOR = sorted(p for p in SCENARIOS.glob("doctor_*") if (p / "scenario.yaml").exists())
@@ -166,12 +167,12 @@ def test_plugin_missing_explains_selector_taint_absence() -> None:
     f = _one(_run("doctor_device_plugin_missing_selector"), "DEVICE_PLUGIN_MISSING", "gpu-a100-1")
     assert _has(f.evidence, "nodeSelector nvidia.com/gpu.deploy.device-plugin=true: node has "
                             "nvidia.com/gpu.deploy.device-plugin=false")
-    assert "nvidia.com/gpu.deploy.device-plugin=true" in f.fix
+    assert "nvidia.com/gpu.deploy.device-plugin=true" in commands(f)
     diag = _run("doctor_device_plugin_missing_taint")
     f = _one(diag, "DEVICE_PLUGIN_MISSING", "gpu-l4-1")
     assert _has(f.evidence, "taint dedicated=gpu-training:NoSchedule not tolerated")
     assert ObjectRef("DaemonSet", "nvdp-nvidia-device-plugin", "nvidia-device-plugin") in f.objects
-    assert "dedicated" in f.fix
+    assert "dedicated" in commands(f)
     # the cordoned node keeps its plugin: DaemonSets tolerate node.kubernetes.io/unschedulable
     assert [r["verdict"] for r in diag.details["rows"] if r["node"] == "gpu-l4-2"] == ["ok"]
     f = _one(_run("doctor_device_plugin_missing_no_daemonset"), "DEVICE_PLUGIN_MISSING")
@@ -185,7 +186,7 @@ def test_plugin_crashloop_with_cuda_mismatch_in_termination_message() -> None:
     cuda = _one(diag, "CUDA_DRIVER_MISMATCH", "gpu-a100-1")
     assert _has(cuda.evidence, "nvidia-container-cli: requirement error: unsatisfied condition: "
                                "cuda>=12.4, please update your driver")
-    assert "12.2" in cuda.fix
+    assert "12.2" in cuda.fix.summary
 
 
 def test_workload_cuda_and_nvml_name_the_pod() -> None:
@@ -233,7 +234,7 @@ def test_runtimeclass_missing_and_not_checked() -> None:
     assert ObjectRef("DaemonSet", "nvdp-nvidia-device-plugin", "nvidia-device-plugin") in f.objects
     assert _has(f.evidence, "runtimeClassName=nvidia")
     assert _has(f.evidence, 'pod rejected: RuntimeClass "nvidia" not found')
-    assert "kind: RuntimeClass" in f.fix
+    assert f.fix.patch is not None and f.fix.patch.kind == "RuntimeClass"
     miss = _one(diag, "DEVICE_PLUGIN_MISSING", "gpu-l4-0")
     assert _has(miss.evidence, "cause: RUNTIMECLASS_MISSING")
     diag = _run("doctor_runtimeclass_not_read")
@@ -258,7 +259,7 @@ def test_pod_security_once_per_namespace() -> None:
     assert ObjectRef("Namespace", "gpu-operator") in f.objects
     assert "namespace gpu-operator: pod-security.kubernetes.io/enforce=baseline" in f.evidence
     assert _has(f.evidence, 'violates PodSecurity "baseline:latest"')
-    assert "pod-security.kubernetes.io/enforce=privileged" in f.fix
+    assert "pod-security.kubernetes.io/enforce=privileged" in commands(f)
     _one(diag, "DEVICE_PLUGIN_MISSING", "gpu-h100-2")
 
 
@@ -280,7 +281,7 @@ def test_gpu_unhealthy_numbers_xid_and_hardware_fix() -> None:
     assert _has(f.evidence, "XidCriticalError: Xid=79")
     # Xid 79 is a hardware fault: restarting the plugin would only hide the GPU's state.
     assert f.actions == ()
-    assert "kubectl drain gpu-a100-1" in f.fix and "delete pod" not in f.fix
+    assert "kubectl drain gpu-a100-1" in commands(f) and "delete pod" not in commands(f)
     assert _has(f.evidence, "Xid 79 (GPU has fallen off the bus)")
 
 
@@ -346,7 +347,7 @@ def test_timeslicing_findings_per_node() -> None:
     key = _one(diag, "TIMESLICING_CONFIG_INVALID", "gpu-a100-0")
     assert "nvidia.com/device-plugin.config=a100-80gb" in key.evidence
     assert _has(key.evidence, "specified config a100-80gb does not exist")
-    assert "nvidia.com/device-plugin.config=" in key.fix
+    assert "nvidia.com/device-plugin.config=" in commands(key)
     bad = _one(diag, "TIMESLICING_CONFIG_INVALID", "gpu-a100-1")
     assert _has(bad.evidence, "key any: mapping values are not allowed here")
     f = _one(_run("doctor_timeslicing_not_applied"), "TIMESLICING_CONFIG_INVALID", "gpu-a100-0")

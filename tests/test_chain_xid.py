@@ -92,7 +92,7 @@ def test_condition_and_event_together_name_the_worst_xid(tmp_path: Path) -> None
     assert f.summary.startswith("Xid 79, 13 on gpu-a100-1; the worst, Xid 79")
     assert any(XID13 in e for e in f.evidence)
     assert any(e.startswith("Xid 13 (Graphics Engine Exception)") for e in f.evidence)
-    assert "restart" not in f.fix.split("Restarting the device plugin does not help")[0]
+    assert "restart" not in f.fix.summary.split("Restarting the device plugin does not help")[0]
 
 
 def test_events_alone_are_read_only_on_a_node_with_a_gpu_symptom(tmp_path: Path) -> None:

@@ -28,8 +28,10 @@ def test_driver_too_old_is_a_mismatch_with_versions_from_the_table() -> None:
     r = read_insufficient(_pod("train", CUDA124), "gpu-0", driver=("470.223.02", "GFD"),
                           node_cuda="11.4", siblings=[], runtime_classes=RC)
     assert r is not None and r.code == "CUDA_DRIVER_MISMATCH"
-    assert "CUDA <= 11.4" in r.fix and ">= 550.54.14" in r.fix
-    assert 'values: ["549"]' in r.fix  # keep it on nodes with driver major > 549
+    assert "CUDA <= 11.4" in r.fix.summary and ">= 550.54.14" in r.fix.summary
+    assert r.fix.patch is not None  # keep it on nodes with driver major > 549
+    terms = r.fix.patch.content["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["549"]
     assert any("550.54.14" in e and "525.60.13" in e for e in r.evidence)
 
 
@@ -37,7 +39,7 @@ def test_driver_new_enough_without_runtimeclass_is_the_runtime() -> None:
     r = read_insufficient(_pod("train", CUDA124), "gpu-0", driver=("535.104.05", "GFD"),
                           node_cuda=None, siblings=[], runtime_classes=RC)
     assert r is not None and r.code == "CONTAINER_RUNTIME_NOT_CONFIGURED"
-    assert "runtimeClassName: nvidia" in r.fix
+    assert r.fix.patch is not None and r.fix.patch.content == {"runtimeClassName": "nvidia"}
 
 
 def test_a_sibling_using_the_gpu_the_same_way_clears_the_runtime() -> None:

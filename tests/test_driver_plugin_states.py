@@ -116,7 +116,7 @@ def test_the_kernels_vfio_line_in_a_driver_log_is_the_drivers_cause(tmp_path: Pa
         "gpu-operator/nvidia-driver-daemonset-gpptl ====\n"))
     [f] = _on(diag, "DRIVER_NOT_READY", "gpu-a100-0")
     assert any(line in e for e in f.evidence)
-    assert "nvidia.com/gpu.workload.config=container" in f.fix
+    assert "nvidia.com/gpu.workload.config=container" in "\n".join(f.fix.commands)
 
 
 def test_a_vm_plugin_the_nvidia_hook_fails_is_the_runtimes_fault() -> None:
@@ -150,7 +150,7 @@ def test_a_plugin_release_that_cannot_find_nvml_is_the_plugins_fault() -> None:
     assert diag.root_cause is not None and diag.root_cause.code == "DEVICE_PLUGIN_CRASHLOOP"
     [f] = [f for f in diag.findings if f.code == "DEVICE_PLUGIN_CRASHLOOP"]
     assert any("inference/triton-0" in e for e in f.evidence)
-    assert "DEVICE_DISCOVERY_STRATEGY=nvml" in f.fix
+    assert "DEVICE_DISCOVERY_STRATEGY=nvml" in f.fix.summary
 
 
 def test_gpu_pods_started_after_the_plugin_prove_nothing_about_it(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import yaml
 from bot.snapshot import load_snapshot
 from handlers import doctor, why_pending
 from handlers.chain.faults import hardware_faults
-from handlers.model import Diagnosis, Finding
+from handlers.model import Diagnosis, Finding, Fix
 from handlers.pending.fitsif import fewest_holders
 from handlers.target import parse_target
 from handlers.view import Reader
@@ -21,6 +21,11 @@ from handlers.view import Reader
 ROOT = Path(__file__).parents[1]
 SCENARIOS = ROOT / "tests" / "scenarios"
 Edit = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+
+
+def _all(fix: Fix) -> str:
+    """Everything a fix says (prose, commands, patch), to tell what it never mentions."""
+    return "\n".join([fix.summary, *fix.commands, fix.patch.text if fix.patch else ""])
 
 
 def _copy(src: Path, tmp: Path, edit: Edit | None = None) -> Path:
@@ -64,7 +69,7 @@ CUDA = SCENARIOS / "doctor_device_plugin_crashloop_cuda" / "snapshot"
 
 
 def test_driver_upgrade_through_the_clusterpolicy_when_the_operator_manages_it() -> None:
-    fix = _one(_doctor(CUDA), "CUDA_DRIVER_MISMATCH").fix
+    fix = _all(_one(_doctor(CUDA), "CUDA_DRIVER_MISMATCH").fix)
     assert "kubectl patch clusterpolicy cluster-policy" in fix
     assert "<newer driver>" not in fix
 
@@ -72,8 +77,8 @@ def test_driver_upgrade_through_the_clusterpolicy_when_the_operator_manages_it()
 def test_no_clusterpolicy_patch_for_a_driver_installed_on_the_host(tmp_path: Path) -> None:
     def host_driver(node: dict[str, Any]) -> None:
         node["metadata"]["labels"]["nvidia.com/gpu.deploy.driver"] = "pre-installed"
-    fix = _one(_doctor(_copy(CUDA, tmp_path, _each("Node", host_driver))),
-               "CUDA_DRIVER_MISMATCH").fix
+    fix = _all(_one(_doctor(_copy(CUDA, tmp_path, _each("Node", host_driver))),
+               "CUDA_DRIVER_MISMATCH").fix)
     assert "clusterpolicy" not in fix.lower()
     assert "nvidia.com/gpu.deploy.driver=pre-installed" in fix
 
@@ -81,33 +86,33 @@ def test_no_clusterpolicy_patch_for_a_driver_installed_on_the_host(tmp_path: Pat
 def test_no_clusterpolicy_patch_when_the_operator_disables_the_driver(tmp_path: Path) -> None:
     def disabled(cp: dict[str, Any]) -> None:
         cp["spec"].setdefault("driver", {})["enabled"] = False
-    fix = _one(_doctor(_copy(CUDA, tmp_path, _each("ClusterPolicy", disabled))),
-               "CUDA_DRIVER_MISMATCH").fix
+    fix = _all(_one(_doctor(_copy(CUDA, tmp_path, _each("ClusterPolicy", disabled))),
+               "CUDA_DRIVER_MISMATCH").fix)
     assert "kubectl patch clusterpolicy" not in fix
     assert "spec.driver.enabled=false" in fix
 
 
 def test_no_operator_setting_for_a_helm_installed_plugin() -> None:
     d = _doctor(SCENARIOS / "plugin-rollout-bad-tag" / "cluster.yaml")
-    fix = _one(d, "DEVICE_PLUGIN_IMAGE_PULL").fix
+    fix = _all(_one(d, "DEVICE_PLUGIN_IMAGE_PULL").fix)
     assert "kubectl patch clusterpolicy" not in fix
-    assert "kubectl -n kube-system set image daemonset/" in fix
+    assert "Point the DaemonSet at a published tag" in fix
 
 
 # -- 2. versions from the data ----------------------------------------------------------------
 
 
 def test_the_driver_to_target_is_one_another_node_runs(tmp_path: Path) -> None:
-    fix = _one(_doctor(CUDA), "CUDA_DRIVER_MISMATCH").fix
+    fix = _all(_one(_doctor(CUDA), "CUDA_DRIVER_MISMATCH").fix)
     # gpu-a100-0 runs 550.54.15: that major is what the selector names, that version the patch.
-    assert 'nvidia.com/cuda.driver.major: "550"' in fix and '"version":"550.54.15"' in fix
+    assert "nvidia.com/cuda.driver.major=550" in fix and '"version":"550.54.15"' in fix
 
     def drop_driver_labels(node: dict[str, Any]) -> None:
         if node["metadata"]["name"] != "gpu-a100-1":
             for k in [k for k in node["metadata"]["labels"] if k.startswith("nvidia.com/cuda.")]:
                 del node["metadata"]["labels"][k]
-    fix = _one(_doctor(_copy(CUDA, tmp_path, _each("Node", drop_driver_labels))),
-               "CUDA_DRIVER_MISMATCH").fix
+    fix = _all(_one(_doctor(_copy(CUDA, tmp_path, _each("Node", drop_driver_labels))),
+               "CUDA_DRIVER_MISMATCH").fix)
     assert "nvidia.com/cuda.driver.major" not in fix  # no node shows a newer driver
     assert '"version":"550' not in fix
 
@@ -127,7 +132,7 @@ def test_fewest_then_smallest_holders() -> None:
 def test_fragmentation_fix_names_the_node_and_the_pods_to_move() -> None:
     reader = Reader(load_snapshot(ROOT / "examples" / "gpu-fragmentation"))
     d = why_pending.run(reader, parse_target("ml-team/llm-sft-5f8d7c6b9-wq2vx"))
-    fix = _one(d, "GPU_FRAGMENTATION").fix
+    fix = _all(_one(d, "GPU_FRAGMENTATION").fix)
     # Each node has a 4-GPU finetune and a 2-GPU notebook; moving the notebook is enough.
     assert "kubectl -n notebooks delete pod kf-notebook-ana-0" in fix
     assert "finetune" not in fix
@@ -141,9 +146,9 @@ ROLLOUT = SCENARIOS / "plugin-rollout-bad-tag" / "cluster.yaml"
 
 def test_a_recent_rollout_leads_the_fix_with_its_rollback() -> None:
     f = _one(_doctor(ROLLOUT), "DEVICE_PLUGIN_IMAGE_PULL")
-    assert f.fix.startswith("Roll back")
-    assert ("kubectl -n kube-system rollout undo daemonset/nvdp-nvidia-device-plugin "
-            "--to-revision=4") in f.fix
+    assert f.fix.summary.startswith("Roll back")
+    assert f.fix.commands[0] == ("kubectl -n kube-system rollout undo "
+                                 "daemonset/nvdp-nvidia-device-plugin --to-revision=4")
     assert any("revision 5" in e and "v0.17.0 -> nvcr.io/nvidia/k8s-device-plugin:v0.17.10"
                in e for e in f.evidence)
 
@@ -152,7 +157,7 @@ def test_without_revisions_in_the_data_the_rollout_is_not_checked(tmp_path: Path
     def no_revisions(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return [i for i in items if i.get("kind") != "ControllerRevision"]
     d = _doctor(_copy(ROLLOUT, tmp_path, no_revisions))
-    assert "rollout undo" not in _one(d, "DEVICE_PLUGIN_IMAGE_PULL").fix
+    assert "rollout undo" not in _all(_one(d, "DEVICE_PLUGIN_IMAGE_PULL").fix)
     assert any(u.startswith("ControllerRevision") for u in d.unchecked)
 
 
@@ -162,16 +167,16 @@ def test_an_operator_owned_daemonset_is_rolled_back_through_its_clusterpolicy(
         ds["metadata"]["ownerReferences"] = [{"apiVersion": "nvidia.com/v1",
                                               "kind": "ClusterPolicy", "name": "cluster-policy",
                                               "uid": "cp-1", "controller": True}]
-    fix = _one(_doctor(_copy(ROLLOUT, tmp_path, _each("DaemonSet", owned))),
-               "DEVICE_PLUGIN_IMAGE_PULL").fix
+    fix = _all(_one(_doctor(_copy(ROLLOUT, tmp_path, _each("DaemonSet", owned))),
+               "DEVICE_PLUGIN_IMAGE_PULL").fix)
     assert "--to-revision" not in fix and "ClusterPolicy cluster-policy" in fix
 
 
 def test_an_old_rollout_is_not_blamed(tmp_path: Path) -> None:
     def old(cr: dict[str, Any]) -> None:
         cr["metadata"]["creationTimestamp"] = "2024-01-01T00:00:00Z"
-    fix = _one(_doctor(_copy(ROLLOUT, tmp_path, _each("ControllerRevision", old))),
-               "DEVICE_PLUGIN_IMAGE_PULL").fix
+    fix = _all(_one(_doctor(_copy(ROLLOUT, tmp_path, _each("ControllerRevision", old))),
+               "DEVICE_PLUGIN_IMAGE_PULL").fix)
     assert "rollout undo" not in fix
 
 
@@ -193,8 +198,8 @@ def test_hardware_xids_are_told_from_the_others() -> None:
 def test_a_gpu_fallen_off_the_bus_gets_drain_and_repair_and_no_restart() -> None:
     f = _one(_doctor(SCENARIOS / "doctor_gpu_unhealthy" / "snapshot"), "GPU_UNHEALTHY")
     assert f.actions == ()
-    assert "kubectl drain gpu-a100-1" in f.fix
-    assert "delete pod" not in f.fix
+    assert "kubectl drain gpu-a100-1 --ignore-daemonsets --delete-emptydir-data" in f.fix.commands
+    assert not [c for c in f.fix.commands if "delete pod" in c]
 
 
 def test_an_application_xid_still_offers_the_plugin_restart(tmp_path: Path) -> None:
@@ -213,8 +218,9 @@ def test_a_deployment_rollout_is_rolled_back_when_the_old_template_fits() -> Non
     d = why_pending.run(Reader(load_snapshot(DEPLOY)),
                         parse_target("deployment/segformer", "cv-team"))
     f = _one(d, "TAINT_NOT_TOLERATED")
-    assert f.fix.startswith("Roll back")
-    assert "rollout undo deployment/segformer --to-revision=1" in f.fix
+    assert f.fix.summary.startswith("Roll back")
+    assert f.fix.commands[0] == ("kubectl -n cv-team rollout undo deployment/segformer "
+                                 "--to-revision=1")
     assert any("tolerations changed" in e for e in f.evidence)
 
 
@@ -224,5 +230,5 @@ def test_no_rollback_when_the_old_template_would_not_fit_either(tmp_path: Path) 
     path = _copy(DEPLOY, tmp_path, _each("ReplicaSet", same_old))
     d = why_pending.run(Reader(load_snapshot(path)),
                         parse_target("deployment/segformer", "cv-team"))
-    assert "rollout undo" not in _one(d, "TAINT_NOT_TOLERATED").fix
+    assert "rollout undo" not in _all(_one(d, "TAINT_NOT_TOLERATED").fix)
     assert all(c.change != "other" for c in d.fits_if)

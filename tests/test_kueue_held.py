@@ -46,7 +46,7 @@ def test_local_queue_stopped(tmp_path: Path) -> None:
     d = why_pending.run(reader, parse_target("job/llama-lora", "team-a"))
     (f,) = [f for f in d.findings if f.code == "QUEUE_QUOTA_EXHAUSTED"]
     assert "LocalQueue team-a-gpu" in f.summary and "stopped" in f.summary
-    assert "kubectl patch -n team-a localqueue team-a-gpu" in f.fix
+    assert "kubectl -n team-a patch localqueue team-a-gpu" in "\n".join(f.fix.commands)
     assert "reason: LocalQueue team-a-gpu: spec.stopPolicy: Hold" in f.evidence
 
 
@@ -56,7 +56,7 @@ def test_cluster_queue_missing(tmp_path: Path) -> None:
     (f,) = [f for f in d.findings if f.code == "QUEUE_QUOTA_EXHAUSTED"]
     assert f.summary.startswith("Kueue cannot admit workload job-llama-lora-2614a: "
                                 "ClusterQueue gone-cq does not exist")
-    assert "localqueue team-a-gpu" in f.fix
+    assert "localqueue team-a-gpu" in "\n".join(f.fix.commands)
 
 
 def test_untolerated_flavor_shows_the_flavor_and_the_toleration() -> None:
@@ -65,4 +65,5 @@ def test_untolerated_flavor_shows_the_flavor_and_the_toleration() -> None:
     (f,) = [f for f in d.findings if f.code == "QUEUE_QUOTA_EXHAUSTED"]
     assert ("ResourceFlavor h100-80gb: nodeLabels cloud.google.com/gke-accelerator="
             "nvidia-h100-80gb; nodeTaints nvidia.com/gpu=present:NoSchedule") in f.evidence
-    assert "tolerations:\n- key: nvidia.com/gpu\n  operator: Exists\n  effect: NoSchedule" in f.fix
+    assert f.fix.patch is not None and f.fix.patch.content == [
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]

@@ -49,7 +49,8 @@ def test_hook_on_a_node_without_gpus_is_the_runtime(tmp_path: Path) -> None:
     assert any("cuda error: unknown error" in e for e in f.evidence)
     assert any(e.startswith(f"node {CPU_NODE}: no GPU resource") and "no NFD labels" in e
                for e in f.evidence)
-    assert "NVIDIA_VISIBLE_DEVICES" in f.fix and "value: void" in f.fix
+    assert f.fix.patch is not None and "NVIDIA_VISIBLE_DEVICES" in f.fix.patch.text
+    assert "value: void" in f.fix.patch.text
 
 
 def test_the_same_line_on_a_gpu_node_is_the_driver(tmp_path: Path) -> None:
@@ -110,6 +111,8 @@ def test_doctor_reads_the_plugin_hook_alike() -> None:
     assert "CONTAINER_RUNTIME_NOT_CONFIGURED" in diag.codes
     assert "DRIVER_NOT_READY" not in diag.codes
     runtime = next(f for f in diag.findings if f.code == "CONTAINER_RUNTIME_NOT_CONFIGURED")
-    assert "a node without GPUs" in runtime.summary and "value: void" in runtime.fix
+    assert "a node without GPUs" in runtime.summary and runtime.fix.patch is not None
+    # The plugin DaemonSet is kept to GPU nodes (the pod's own opt-out is why-pending's).
+    assert runtime.fix.patch.content == {"nvidia.com/gpu.present": "true"}
     crash = next(f for f in diag.findings if f.code == "DEVICE_PLUGIN_CRASHLOOP")
     assert "CONTAINER_RUNTIME_NOT_CONFIGURED" in crash.caused_by

@@ -61,8 +61,8 @@ def test_kueue_workload_not_admitted() -> None:
                 "nominalQuota 8")
     assert _has(f, "held by workload team-a/job-mistral-sft-8c3d1: 8 nvidia.com/gpu")
     assert _has(f, "spec.suspend: true")
-    assert "team-a/job-mistral-sft-8c3d1" in f.fix
-    assert "from 8 to 16" in f.fix
+    assert "team-a/job-mistral-sft-8c3d1" in f.fix.summary
+    assert "from 8 to 16" in f.fix.summary
     assert ObjectRef("ClusterQueue", "team-a-cq") in f.objects
 
 
@@ -105,7 +105,7 @@ def test_karpenter_nodepool_limits() -> None:
     f = _one(queueing.check(ctx), "AUTOSCALER_NO_SCALE_UP")
     assert ("NodePool", "gpu") in {(o.kind, o.name) for o in f.objects}
     assert _has(f, 'exceed limits for nodepool "gpu"')
-    assert "kubectl patch nodepool gpu" in f.fix
+    assert "kubectl edit nodepool gpu" in f.fix.commands
 
 
 def test_default_scheduler_pod_without_extras_is_quiet() -> None:

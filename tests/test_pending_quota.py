@@ -31,7 +31,7 @@ def test_exceeded_quota_names_used_hard_and_the_holders() -> None:
     assert _has(f, "clip-pretrain-0", "nvidia.com/gpu=4")
     assert _has(f, "clip-pretrain-1", "nvidia.com/gpu=4")
     assert _has(f, "exceeded quota: gpu-quota")
-    assert '"requests.nvidia.com/gpu":"12"' in f.fix
+    assert '"requests.nvidia.com/gpu":"12"' in "\n".join(f.fix.commands)
     # requests-only quota is the form the API server enforces: no warning about it
     assert not _by_code(found, "QUOTA_REQUESTS_LIMITS_UNEQUAL")
     assert not _by_code(found, "QUOTA_NOT_READY")

@@ -24,7 +24,8 @@ def test_refusal_names_its_mechanism_and_fix(scenario: str, mechanism: str,
     found = [f for f in diag.findings if f.code == "POD_SECURITY_BLOCKS_OPERATOR"]
     assert len(found) == 1
     assert found[0].summary.startswith(mechanism)
-    assert fix_says in found[0].fix
+    said = "\n".join(found[0].fix.commands)
+    assert fix_says in said
     others = {"Pod Security admission": "enforce=privileged", "PodSecurityPolicy":
               "podsecuritypolicies", "OpenShift SecurityContextConstraints": "add-scc-to-user"}
-    assert not [m for m, text in others.items() if m != mechanism and text in found[0].fix]
+    assert not [m for m, text in others.items() if m != mechanism and text in said]

@@ -97,7 +97,7 @@ def test_several_namespaces() -> None:
 def test_exceeded_fix_raises_by_the_refused_demand() -> None:
     d = run("quota_several_namespaces")
     (f,) = [f for f in d.findings if f.code == "QUOTA_EXCEEDED"]
-    assert '"requests.nvidia.com/gpu":"10"' in f.fix  # 4 used + 4 + 2 refused
+    assert '"requests.nvidia.com/gpu":"10"' in "\n".join(f.fix.commands)  # 4 used + 4 + 2 refused
 
 
 def test_namespace_limits_the_rows() -> None:

@@ -10,7 +10,7 @@ from bot.snapshot import load_snapshot
 from handlers import doctor, why_pending
 from handlers.finish import finish
 from handlers.grouping import group_by_node, pools_of
-from handlers.model import Diagnosis, Finding, ObjectRef, Severity
+from handlers.model import Diagnosis, Finding, Fix, ObjectRef, Severity
 from handlers.rootcause import link
 from handlers.target import parse_target
 from handlers.view import Reader
@@ -22,7 +22,7 @@ CRIT, WARN, INFO = Severity.CRITICAL, Severity.WARNING, Severity.INFO
 
 def _f(code: str, sev: Severity, *nodes: str, summary: str = "") -> Finding:
     return finding_at(code, sev, summary or f"{code} on {', '.join(nodes)}",
-                      tuple(ObjectRef("Node", n) for n in nodes), ("proof",), "fix it")
+                      tuple(ObjectRef("Node", n) for n in nodes), ("proof",), Fix("fix it"))
 
 
 def test_the_deepest_cause_on_the_same_node_leads_with_its_symptoms_under_it() -> None:
@@ -86,7 +86,7 @@ def _plugin(node: str) -> Finding:
     return Finding("DEVICE_PLUGIN_CRASHLOOP", f"The device plugin on {node} keeps crashing.",
                    (ObjectRef("Node", node), ObjectRef("Pod", f"plugin-{node}", "gpu-operator")),
                    (f"pod gpu-operator/plugin-{node}: CrashLoopBackOff", "restartCount: 9"),
-                   f"kubectl -n gpu-operator delete pod plugin-{node}")
+                   Fix("Restart it.", (f"kubectl -n gpu-operator delete pod plugin-{node}",)))
 
 
 def test_one_fault_on_three_nodes_is_one_finding_naming_them_and_their_pool() -> None:
@@ -99,6 +99,8 @@ def test_one_fault_on_three_nodes_is_one_finding_naming_them_and_their_pool() ->
     # Per-node evidence kept; a line every node shares is said once.
     assert {f"pod gpu-operator/plugin-{n}: CrashLoopBackOff" for n in nodes} <= set(f.evidence)
     assert f.evidence.count("restartCount: 9") == 1
+    # One fix, with each node's own command to run.
+    assert f.fix.commands == tuple(f"kubectl -n gpu-operator delete pod plugin-{n}" for n in nodes)
 
 
 def test_the_same_symptom_with_different_causes_stays_apart() -> None:

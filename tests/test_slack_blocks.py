@@ -27,7 +27,7 @@ from bot.slack.blocks import (
 from bot.slack.commands import parse, run
 from bot.snapshot import load_snapshot
 from handlers.finish import finish
-from handlers.model import Diagnosis, Finding, NodeVerdict, ObjectRef, Severity
+from handlers.model import Diagnosis, Finding, Fix, NodeVerdict, ObjectRef, Patch, Severity
 from handlers.view import Reader
 from tests.findings import finding_at
 
@@ -73,10 +73,13 @@ def nasty_diagnosis() -> Diagnosis:
         "GPU_UNHEALTHY", Severity.CRITICAL, f"plugin pod {NASTY} crashes",
         (ObjectRef("Pod", NASTY, "ml-team"), ObjectRef("Node", "gpu-node-7")),
         (f"log: {NASTY}", "line with ``` in it", "ends with a backtick`"),
-        f"kubectl delete pod '{NASTY}'\nsecond line {NASTY}",
+        Fix(f"restart it {NASTY}", (f"kubectl delete pod '{NASTY}'", f"second line {NASTY}"),
+            Patch("Pod", NASTY, "spec", {"nodeSelector": {"k": NASTY}}, "ml-team"),
+            ("https://example.com/docs",)),
         (("restart-device-plugin", "gpu-node-7"), ("restart-device-plugin", NASTY)),
     ))
-    d.add(finding_at("INSUFFICIENT_GPU", Severity.WARNING, NASTY, evidence=(NASTY,), fix=NASTY))
+    d.add(finding_at("INSUFFICIENT_GPU", Severity.WARNING, NASTY, evidence=(NASTY,),
+                     fix=Fix(NASTY, (NASTY,))))
     d.nodes = [NodeVerdict(NASTY, False, [f"taint: {NASTY}"], 0, 8),
                NodeVerdict("gpu-node-7", True, [], 8, 8)]
     d.details["events"] = [f"Warning FailedScheduling: {NASTY}"]
@@ -125,7 +128,8 @@ def huge_diagnosis(n: int = 120) -> Diagnosis:
         d.add(Finding("INSUFFICIENT_GPU", f"finding {i} " + "x" * 400,
                       (ObjectRef("Node", f"node-{i}"),),
                       tuple(f"evidence line {j} " + "y" * 300 for j in range(40)),
-                      "\n".join(f"kubectl fix {i} {j} " + "z" * 200 for j in range(30))))
+                      Fix(f"fix {i} " + "s" * 400,
+                          tuple(f"kubectl fix {i} {j} " + "z" * 200 for j in range(30)))))
     d.nodes = [NodeVerdict(f"node-{i}", False, ["NodeResourcesFit: " + "w" * 200], 0, 8)
                for i in range(500)]
     d.details["events"] = [f"event {i} " + "e" * 250 for i in range(200)]

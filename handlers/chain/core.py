@@ -34,7 +34,11 @@ from handlers.chain.model import (
 from handlers.chain.placement import selects, template_spec
 from handlers.chain.pods import IMAGE_PULL, pod_state
 from handlers.chain.runner import default_plan, run_node
-from handlers.chain.sharing import find_sharing_config
+from handlers.chain.sharing import (
+    TIME_SLICING_DOCS,
+    TIME_SLICING_EXAMPLE,
+    find_sharing_config,
+)
 from handlers.chain.stages.sharing import CHECK as CHECK_SHARING
 from handlers.chain.words import say
 from handlers.gpu import (
@@ -46,8 +50,9 @@ from handlers.gpu import (
     nfd_running,
     ns_of,
 )
+from handlers.kube.commands import kubectl
 from handlers.logpatterns import classify_log, last_lines
-from handlers.model import Finding, ObjectRef, Severity
+from handlers.model import Finding, Fix, ObjectRef, Patch, Severity
 from handlers.rollout import with_rollouts
 from handlers.view import Reader
 
@@ -180,11 +185,14 @@ def _sharing_findings(ctx: ChainContext, scope: list[Obj]) -> list[Finding]:
             f"The device plugin's sharing configmap {cfg.label} does not exist.",
             objects=(cm_ref, *node_refs([name_of(n) for n in scope])),
             evidence=(cfg.source, f"configmap {cfg.label}: not found"),
-            fix=(f"kubectl -n {cfg.namespace} create configmap {cfg.name} "
-                 "--from-file=any=time-slicing.yaml\n# time-slicing.yaml:\nversion: v1\n"
-                 "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
-                 "      replicas: 4\n(or point the ClusterPolicy at the right name: "
-                 "spec.devicePlugin.config.name)"))]
+            fix=Fix("Create it (the patch is the whole object; 4 replicas per GPU is an "
+                    "example), or point the ClusterPolicy's spec.devicePlugin.config.name at "
+                    "the ConfigMap that exists.", patch=Patch(
+                        "ConfigMap", cfg.name, "", {
+                            "apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": cfg.name, "namespace": cfg.namespace},
+                            "data": {"any": TIME_SLICING_EXAMPLE}}, cfg.namespace),
+                    docs=(TIME_SLICING_DOCS,)))]
     out = []
     for key, err in cfg.errors.items():
         out.append(Finding(
@@ -192,7 +200,9 @@ def _sharing_findings(ctx: ChainContext, scope: list[Obj]) -> list[Finding]:
             f"Key {key!r} of the sharing configmap {cfg.label} is not valid YAML.",
             objects=(cm_ref,),
             evidence=(f"configmap {cfg.label} key {key}: {err}", cfg.source),
-            fix=f"kubectl -n {cfg.namespace} edit configmap {cfg.name}   # fix key {key}"))
+            fix=Fix(f"Make key {key} valid YAML.",
+                    (kubectl("edit", "configmap", cfg.name, namespace=cfg.namespace),),
+                    docs=(TIME_SLICING_DOCS,))))
     return out
 
 

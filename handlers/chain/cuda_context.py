@@ -22,6 +22,9 @@ from handlers.chain.pods import PodState
 from handlers.gpu import name_of, ns_of, operator_component, requests_gpu
 from handlers.knowledge import cuda
 from handlers.knowledge.logs import active
+from handlers.kube.commands import kubectl, node_shell
+from handlers.kube.workload import spec_owner
+from handlers.model import Fix, Patch
 
 if TYPE_CHECKING:
     from handlers.chain.facts import NodeFacts
@@ -35,7 +38,7 @@ class Reading:
     code: str
     summary: str
     evidence: list[str] = field(default_factory=list)
-    fix: str = ""
+    fix: Fix = field(default_factory=Fix)
 
 
 def is_insufficient_line(line: str) -> bool:
@@ -83,6 +86,7 @@ def read_insufficient(
     if verdict == "unknown":
         return None
     label = f"{ns_of(pod)}/{name_of(pod)}"
+    owner = spec_owner(pod)
     node_text = (f"driver {drv} ({driver[1]})" if driver else f"CUDA {node_cuda} (GFD)")
     ev = [f"pod {label} image CUDA {image_cuda} ({image_ev})",
           f"node {node}: {node_text}" + (f", supports CUDA <= {cuda.driver_cuda(drv)}"
@@ -97,14 +101,17 @@ def read_insufficient(
             f"Pod {label} needs CUDA {image_cuda}, newer than the driver on {node} "
             f"supports ({node_text}).",
             ev,
-            f"Use an image built for CUDA <= {have_cuda}, or upgrade the driver on {node} to "
-            f">= {need} (GPU operator: kubectl patch clusterpolicy cluster-policy --type "
-            "merge -p '{\"spec\":{\"driver\":{\"version\":\"<" + need_major + " or newer>\"}}}'"
-            "), or keep the pod on nodes whose driver is new enough (GFD label):\n"
-            "affinity:\n  nodeAffinity:\n    requiredDuringSchedulingIgnoredDuringExecution:\n"
-            "      nodeSelectorTerms:\n      - matchExpressions:\n"
-            "        - key: nvidia.com/cuda.driver.major\n          operator: Gt\n"
-            f"          values: [\"{int(need_major) - 1}\"]")
+            Fix(f"Use an image built for CUDA <= {have_cuda}, or upgrade the driver on {node} "
+                f"to >= {need} (GPU operator: ClusterPolicy spec.driver.version, branch "
+                f"{need_major} or newer), or keep the pod on nodes whose driver is new enough "
+                + ("(GFD label; the patch)." if need_major.isdigit() else "(GFD label)."),
+                patch=Patch(owner.kind, owner.name, f"{owner.path}.affinity", {
+                    "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{
+                            "key": "nvidia.com/cuda.driver.major", "operator": "Gt",
+                            "values": [str(int(need_major) - 1)]}]}]}}}, owner.namespace)
+                if need_major.isdigit() else None,
+                docs=("https://docs.nvidia.com/deploy/cuda-compatibility/",)))
     ev.append("the driver is new enough: the container did not get the driver's libraries")
     rc = _runtime_class(pod)
     working = [s for s in siblings if s is not pod and _running(s) and _uses_gpu(s)
@@ -118,13 +125,15 @@ def read_insufficient(
             f"Pod {label} did not get the driver libraries on {node}, although the driver "
             "is new enough and other pods there use the GPU.",
             ev,
-            f"kubectl -n {ns_of(pod)} get pod {name_of(pod)} -o yaml   # compare with "
-            f"{ns_of(working[0])}/{name_of(working[0])}\n"
-            "Check what differs: NVIDIA_VISIBLE_DEVICES / NVIDIA_DRIVER_CAPABILITIES set in "
-            "the image or pod (void, none, or no 'compute,utility'), a device-list strategy "
-            "the toolkit does not accept (device plugin DEVICE_LIST_STRATEGY=envvar with "
-            "accept-nvidia-visible-devices-envvar-when-unprivileged=false), or an image that "
-            "ships its own libcuda.")
+            Fix(f"Compare the pod with {ns_of(working[0])}/{name_of(working[0])} and check "
+                "what differs: NVIDIA_VISIBLE_DEVICES / NVIDIA_DRIVER_CAPABILITIES set in the "
+                "image or pod (void, none, or no 'compute,utility'), a device-list strategy "
+                "the toolkit does not accept (device plugin DEVICE_LIST_STRATEGY=envvar with "
+                "accept-nvidia-visible-devices-envvar-when-unprivileged=false), or an image "
+                "that ships its own libcuda.",
+                (kubectl("get", "pod", name_of(pod), "-o", "yaml", namespace=ns_of(pod)),
+                 kubectl("get", "pod", name_of(working[0]), "-o", "yaml",
+                         namespace=ns_of(working[0])))))
     nvidia_rcs = [r for r in runtime_classes or []
                   if "nvidia" in str(r.get("handler", "")) or "nvidia" in name_of(r)]
     if rc is None:
@@ -139,18 +148,24 @@ def read_insufficient(
             "CONTAINER_RUNTIME_NOT_CONFIGURED",
             f"Pod {label} runs without the NVIDIA runtime on {node}, so it gets no driver.",
             ev,
-            f"Run the pod with the NVIDIA runtime:\nspec:\n  runtimeClassName: {name}\n"
-            "or make nvidia the default runtime on the node (nvidia-ctk runtime configure "
-            "--runtime=containerd --set-as-default; GPU operator: toolkit env "
-            "CONTAINERD_SET_AS_DEFAULT=true).")
+            Fix("Run the pod with the NVIDIA runtime (the patch), or make nvidia the default "
+                "runtime on the node (GPU operator: toolkit env CONTAINERD_SET_AS_DEFAULT=true).",
+                (node_shell(node, "nvidia-ctk runtime configure --runtime=containerd "
+                                  "--set-as-default && systemctl restart containerd",
+                            note="or: nvidia as the node's default runtime"),),
+                Patch(owner.kind, owner.name, owner.path, {"runtimeClassName": name},
+                      owner.namespace)))
     ev.append(f"pod {label} runs with runtimeClassName {rc}")
     return Reading(
         "CONTAINER_RUNTIME_NOT_CONFIGURED",
         f"The runtime {rc} on {node} did not give pod {label} the driver.",
         ev,
-        f"kubectl get runtimeclass {rc} -o yaml   # its handler must be the NVIDIA runtime\n"
-        f"On {node}: the containerd/CRI-O handler named there must run nvidia-container-runtime "
-        "(nvidia-ctk runtime configure --runtime=containerd).")
+        Fix(f"The handler RuntimeClass {rc} names must be the NVIDIA runtime, and the "
+            f"containerd or CRI-O handler of that name on {node} must run "
+            "nvidia-container-runtime.",
+            (kubectl("get", "runtimeclass", rc, "-o", "yaml"),
+             node_shell(node, "nvidia-ctk runtime configure --runtime=containerd && "
+                              "systemctl restart containerd"))))
 
 
 def node_driver(run: NodeFacts) -> tuple[str, str] | None:

@@ -13,7 +13,8 @@ from handlers.cards import card
 from handlers.chain.placement import template_spec
 from handlers.gpu import dra_component, labels, name_of, ns_of
 from handlers.knowledge.logs import active
-from handlers.model import ObjectRef, Severity
+from handlers.kube.commands import kubectl, line
+from handlers.model import Fix, ObjectRef, Patch, Severity
 from handlers.view import Reader
 
 Obj = dict[str, Any]
@@ -59,7 +60,7 @@ class DsIssue:
     conditions: frozenset[str]
     summary: str
     evidence: list[str]
-    fix: str
+    fix: Fix
     extra_objects: list[ObjectRef] = field(default_factory=list)
     mechanism: str = "Pod Security admission"  # what refused pods (POD_SECURITY_BLOCKS_OPERATOR)
 
@@ -146,26 +147,44 @@ def privilege_issue(ds: Obj) -> DsIssue | None:
                             f"securityContext is {sc or '{}'}")
     if not evidence:
         return None
-    fix = (
-        "The plugin container needs the kubelet's device-plugin directory, as root:\n"
-        "spec:\n  template:\n    spec:\n      containers:\n      - name: nvidia-device-plugin-ctr\n"
-        "        securityContext:\n          privileged: true   # needed for "
-        "PASS_DEVICE_SPECS / MIG / volume-mounts\n"
-        "        volumeMounts:\n        - name: device-plugin\n"
-        f"          mountPath: {DEVICE_PLUGIN_DIR}\n      volumes:\n"
-        f"      - name: device-plugin\n        hostPath:\n          path: {DEVICE_PLUGIN_DIR}\n"
-        "(the upstream manifests: nvidia-device-plugin.yml and "
-        "nvidia-device-plugin-compat-with-cpumanager.yml in NVIDIA/k8s-device-plugin)"
-    )
-    if managed_by_operator(ds):
-        fix = ("This DaemonSet is rendered by the GPU operator: do not patch it, reinstall or "
-               "upgrade the operator chart so it renders the stock device-plugin DaemonSet "
-               "(helm upgrade gpu-operator nvidia/gpu-operator -n " + ns_of(ds) + ").\n" + fix)
+    fix = _privilege_fix(ds, spec, any("privileged" in e for e in evidence))
     return DsIssue(
         "DEVICE_PLUGIN_NOT_PRIVILEGED",
         frozenset() if critical else frozenset({"feature-only"}),
         f"Device-plugin DaemonSet {ds_label(ds)} lacks the mounts or privileges it needs.",
         evidence, fix)
+
+
+# The upstream manifests that mount the directory (and run privileged for compat mode).
+_PLUGIN_MANIFESTS = (
+    "https://github.com/NVIDIA/k8s-device-plugin/blob/main/deployments/static/"
+    "nvidia-device-plugin.yml",
+    "https://github.com/NVIDIA/k8s-device-plugin/blob/main/deployments/static/"
+    "nvidia-device-plugin-compat-with-cpumanager.yml")
+_OPERATOR_UPGRADE = ("https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/"
+                     "upgrade.html")
+
+
+def _privilege_fix(ds: Obj, spec: Obj, privileged: bool) -> Fix:
+    if managed_by_operator(ds):
+        return Fix("This DaemonSet is rendered by the GPU operator: do not patch it; reinstall "
+                   "or upgrade the operator chart so that it renders the stock device-plugin "
+                   "DaemonSet again.", docs=(_OPERATOR_UPGRADE,))
+    container: dict[str, Any] = {
+        "name": str((_plugin_containers(spec) or [{}])[0].get("name") or
+                    "nvidia-device-plugin-ctr")}
+    if privileged:  # PASS_DEVICE_SPECS, MIG strategies, volume-mounts device lists
+        container["securityContext"] = {"privileged": True}
+    container["volumeMounts"] = [{"name": "device-plugin", "mountPath": DEVICE_PLUGIN_DIR}]
+    return Fix(
+        "The plugin container needs the kubelet's device-plugin directory, as root (as the "
+        "upstream manifests mount it).",
+        (kubectl("edit", "ds", name_of(ds), namespace=ns_of(ds)),),
+        Patch("DaemonSet", name_of(ds), "spec.template.spec", {
+            "containers": [container],
+            "volumes": [{"name": "device-plugin", "hostPath": {"path": DEVICE_PLUGIN_DIR}}]},
+            ns_of(ds)),
+        _PLUGIN_MANIFESTS)
 
 
 def _needs_privileged(spec: Obj) -> list[str]:
@@ -202,24 +221,32 @@ def refusals(events: list[Obj]) -> list[tuple[str, str]]:
     return out
 
 
-def _security_fix(mechanism: str, ds: Obj) -> str:
+def _security_fix(mechanism: str, ds: Obj) -> Fix:
     ns, sa = ns_of(ds), template_spec(ds).get("serviceAccountName") or "default"
+    role = f"{name_of(ds)}-psp"
     if mechanism == "pod-security-policy":
-        return (f"PodSecurityPolicy (Kubernetes <= 1.24): let service account {ns}/{sa} use "
-                "a policy that allows privileged pods, host namespaces and hostPath volumes:\n"
-                f"kubectl -n {ns} create role {name_of(ds)}-psp --verb=use "
-                "--resource=podsecuritypolicies.policy --resource-name=<privileged PSP>\n"
-                f"kubectl -n {ns} create rolebinding {name_of(ds)}-psp --role={name_of(ds)}-psp "
-                f"--serviceaccount={ns}:{sa}\n"
-                "(GPU operator: helm upgrade ... --set psp.enabled=true creates such a policy.)")
+        return Fix(
+            f"PodSecurityPolicy (Kubernetes <= 1.24): let service account {ns}/{sa} use a "
+            "policy that allows privileged pods, host namespaces and hostPath volumes. The "
+            "role below may use every policy; name the privileged one with --resource-name "
+            "to narrow it. The GPU operator's chart creates such a policy with "
+            "psp.enabled=true.",
+            (kubectl("get", "podsecuritypolicies"),
+             kubectl("create", "role", role, "--verb=use",
+                     "--resource=podsecuritypolicies.policy", namespace=ns),
+             kubectl("create", "rolebinding", role, f"--role={role}",
+                     f"--serviceaccount={ns}:{sa}", namespace=ns)))
     if mechanism == "openshift-scc":
-        return (f"oc adm policy add-scc-to-user privileged -z {sa} -n {ns}\n"
-                "(On OpenShift, install the GPU operator and NFD from OperatorHub: their "
-                "bundles bring the SecurityContextConstraints their pods need.)")
-    return (f"kubectl label --overwrite namespace {ns} {PSA_ENFORCE}=privileged\n"
-            "(GPU operator components need privileged pods and hostPath volumes; after "
-            f"labelling, the DaemonSet controller creates the missing pods: kubectl -n {ns} "
-            f"get ds {name_of(ds)})")
+        return Fix(
+            "On OpenShift, install the GPU operator and NFD from OperatorHub: their bundles "
+            "bring the SecurityContextConstraints their pods need. Or let the service "
+            "account use the privileged SCC.",
+            (line("oc", "adm", "policy", "add-scc-to-user", "privileged", "-z", sa, "-n", ns),))
+    return Fix(
+        "GPU operator components need privileged pods and hostPath volumes: let the "
+        "namespace admit them; the DaemonSet controller then creates the missing pods.",
+        (kubectl("label", "--overwrite", "namespace", ns, f"{PSA_ENFORCE}=privileged"),
+         kubectl("get", "ds", name_of(ds), namespace=ns)))
 
 
 def pod_security_issue(reader: Reader, ds: Obj, events: list[Obj]) -> DsIssue | None:
@@ -282,16 +309,17 @@ def runtimeclass_issue(ds: Obj, events: list[Obj], runtime_classes: list[Obj] | 
         ev.append(f"runtimeclasses in the cluster: {', '.join(names) if names else 'none'} "
                   f"(no {rc!r})")
     ev += [f"daemonset {ds_label(ds)} FailedCreate: {m}" for m in rejected[-2:]]
-    handler = "nvidia"
-    fix = (
-        f"Create the RuntimeClass (its handler must be a runtime configured in containerd/CRI-O "
-        f"on the GPU nodes, which the NVIDIA container toolkit adds):\n"
-        f"cat <<EOF | kubectl apply -f -\napiVersion: node.k8s.io/v1\nkind: RuntimeClass\n"
-        f"metadata:\n  name: {rc}\nhandler: {handler}\nEOF"
-    )
-    if managed_by_operator(ds):
-        fix += ("\n(The GPU operator creates RuntimeClass 'nvidia' itself: check its logs, "
-                f"kubectl -n {ns_of(ds)} logs deploy/gpu-operator | grep -i runtimeclass)")
+    operator = (" The GPU operator creates RuntimeClass nvidia itself: its controller's log "
+                "says why it did not." if managed_by_operator(ds) else "")
+    fix = Fix(
+        "Create the RuntimeClass (the patch is the whole object). Its handler must be a "
+        "runtime configured in containerd or CRI-O on the GPU nodes, which the NVIDIA "
+        f"container toolkit adds.{operator}",
+        (kubectl("get", "runtimeclass"),),
+        Patch("RuntimeClass", str(rc), "", {
+            "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+            "metadata": {"name": str(rc)}, "handler": "nvidia"}),
+        ("https://kubernetes.io/docs/concepts/containers/runtime-class/",))
     return DsIssue("RUNTIMECLASS_MISSING", frozenset(),
                    f"DaemonSet {ds_label(ds)} names RuntimeClass {rc!r}, which does not exist.",
                    ev, fix, [ObjectRef("RuntimeClass", str(rc))]), True

@@ -26,6 +26,7 @@ from handlers.gpu import (
     name_of,
 )
 from handlers.knowledge.logs import active
+from handlers.kube.workload import spec_owner
 from handlers.logpatterns import classify_log, last_lines
 from handlers.model import ObjectRef
 from handlers.view import Reader
@@ -44,6 +45,9 @@ VALIDATION_STAGE = {
 UPSTREAM = ("DRIVER_NOT_READY", "CONTAINER_RUNTIME_NOT_CONFIGURED", "NVML_INIT_FAILED",
             "CUDA_DRIVER_MISMATCH")
 _MAX_LOG_EVIDENCE = 4
+# Labels a DaemonSet's pods share and no other app's pods carry (not the revision hashes).
+_POD_NAME_LABELS = ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app", "name",
+                    "k8s-app")
 
 Found = list[tuple[str, str]]  # (code, "<source>: <line>")
 
@@ -95,6 +99,19 @@ def node_ready(node: Obj) -> tuple[bool, str]:
     return True, ""
 
 
+def _chart_release(obj: Obj, chart: str) -> tuple[str, str]:
+    """(release, chart version) of the Helm release that installed ``obj`` from ``chart``
+    (Helm's own annotation, or the chart's standard labels), or ("", "")."""
+    meta = obj.get("metadata") or {}
+    lab = meta.get("labels") or {}
+    label = str(lab.get("helm.sh/chart", ""))
+    if not label.startswith(f"{chart}-"):
+        return "", ""
+    release = str((meta.get("annotations") or {}).get("meta.helm.sh/release-name")
+                  or lab.get("app.kubernetes.io/instance") or "")
+    return (release, label.removeprefix(f"{chart}-")) if release else ("", "")
+
+
 class NodeFacts:
     """One GPU node as the chain sees it: labels, GPU resources, its GPU pods' states."""
 
@@ -116,9 +133,32 @@ class NodeFacts:
             c: [pod_state(p, now) for p in pods] for c, pods in comps.items()}
         self.plugins = [pod_state(p, now) for p in ctx.inv.plugin_pods.get(self.name, [])]
         self.plugin_ok = any(s.ready for s in self.plugins)
+        sel_ns, sel, chart = self._plugin_selector()
         self.where = Where(self.name, driver=driver_version(node) or "",
-                           cuda=cuda_version(node) or "", setup=ctx.setup.for_node(node))
+                           cuda=cuda_version(node) or "", setup=ctx.setup.for_node(node),
+                           plugin_selector=sel, plugin_namespace=sel_ns,
+                           plugin_chart=chart)
         self.ns = ctx.inv.operator_namespace or "gpu-operator"
+
+    def _plugin_selector(self) -> tuple[str, str, tuple[str, str]]:
+        """(namespace, label selector, Helm release and chart version) of the DaemonSet of the
+        node's first plugin pod: a restart that names no pod, for fixes that speak of the
+        plugin beside another pod, and a chart setting."""
+        for st in self.plugins:
+            ns, ds_name = self.plugin_ds_key(st)
+            ds = next((d for d in self.ctx.inv.plugin_daemonsets
+                       if name_of(d) == ds_name and (d.get("metadata") or {}).get(
+                           "namespace") == ns), None) or {}
+            match = ((ds.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+            release = _chart_release(ds, "nvidia-device-plugin")
+            if match:
+                return ns, ",".join(f"{k}={v}" for k, v in sorted(match.items())), release
+            # The DaemonSet was not read: the pod's own stable labels select its siblings.
+            lab = labels(st.pod)
+            keys = [k for k in _POD_NAME_LABELS if lab.get(k)][:2]
+            if keys:
+                return ns, ",".join(f"{k}={lab[k]}" for k in keys), release
+        return "", "", ("", "")
 
     # -- the words of a finding ------------------------------------------------------------
 
@@ -126,7 +166,9 @@ class NodeFacts:
         if st is None:
             return replace(self.where, namespace=self.ns)
         c = container or (st.log_containers() or [""])[0]
-        return replace(self.where, namespace=st.namespace, pod=st.name, container=c)
+        ds = str((owner(st.pod, "DaemonSet") or {}).get("name") or "")
+        return replace(self.where, namespace=st.namespace, pod=st.name, container=c,
+                       daemonset=ds, owner=spec_owner(st.pod))
 
     def draft(self, code: str, evidence: list[str], *, st: PodState | None = None,
               conditions: frozenset[str] = frozenset(), objects: list[ObjectRef] | None = None,

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 
 from handlers.knowledge.xid import xid_info
+from handlers.kube.commands import drain, kubectl, node_shell
+from handlers.model import Fix
 
 # "XidCriticalError: Xid=79 on Device=..." (device plugin), "NVRM: Xid (PCI:0000:10:1c): 79, ..."
 _XID_RE = re.compile(r"\bXid(?:=|\s*\([^)]*\)\s*:\s*|\s+)(\d+)")
@@ -32,12 +34,13 @@ def hardware_faults(lines: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def repair_fix(node: str, faults: list[str]) -> str:
-    return (f"GPU hardware fault on {node}: {', '.join(faults)}. Restarting the device plugin "
-            "will not bring the GPU back: drain the node and repair it.\n"
-            f"kubectl cordon {node}\n"
-            f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data\n"
-            f"kubectl debug node/{node} -it --image=ubuntu -- chroot /host sh -c "
-            "'nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT; dmesg | grep -i xid'\n"
-            "Then reset the GPU (nvidia-smi -r) or reboot the node; if the fault returns, "
-            "replace the GPU (open a hardware ticket with the nvidia-bug-report.sh output).")
+def repair_fix(node: str, faults: list[str]) -> Fix:
+    return Fix(
+        f"GPU hardware fault on {node}: {', '.join(faults)}. Restarting the device plugin "
+        "will not bring the GPU back: drain the node and repair it. Then reset the GPU "
+        "(nvidia-smi -r) or reboot the node; if the fault returns, replace the GPU (open a "
+        "hardware ticket with the nvidia-bug-report.sh output).",
+        (kubectl("cordon", node), drain(node),
+         node_shell(node, "nvidia-smi -q -d ECC,ROW_REMAPPER,PAGE_RETIREMENT; "
+                          "dmesg | grep -i xid")),
+        docs=("https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/",))

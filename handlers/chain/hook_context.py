@@ -24,6 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from handlers.chain.outcome import Draft
 from handlers.gpu import NFD_PCI_NVIDIA, gpu_traits, labels
+from handlers.kube.commands import kubectl, node_shell
+from handlers.kube.workload import SpecOwner, spec_owner
+from handlers.model import Fix, Patch
 
 if TYPE_CHECKING:
     from handlers.chain.facts import NodeFacts
@@ -71,14 +74,33 @@ def summary(node: str) -> str:
             "node's default runtime, for an image that sets NVIDIA_VISIBLE_DEVICES).")
 
 
-def fix(node: str) -> str:
-    return (f"Keep runc the default runtime on {node} and other nodes without GPUs: "
-            "configure the NVIDIA runtime only on GPU nodes, and without --set-as-default "
-            "(nvidia-ctk runtime configure --runtime=containerd), and give GPU pods "
-            "runtimeClassName: nvidia. Keep GPU-only DaemonSets off such nodes (nodeSelector "
-            "nvidia.com/gpu.present: \"true\"). A pod that needs no GPU can opt out of the "
-            "hook:\nenv:\n- name: NVIDIA_VISIBLE_DEVICES\n  value: void\n"
-            f"(If {node} does have GPUs, its driver is what is missing: gpubot doctor {node}.)")
+def fix(node: str, patch: Patch | None) -> Fix:
+    """``patch``: the pod's opt-out of the hook, or the GPU DaemonSet kept off the node."""
+    return Fix(
+        f"Keep runc the default runtime on {node} and the other nodes without GPUs: configure "
+        "the NVIDIA runtime only on GPU nodes, without --set-as-default, and give GPU pods "
+        "runtimeClassName: nvidia. Keep GPU-only DaemonSets off such nodes (nodeSelector "
+        "nvidia.com/gpu.present: \"true\"); a pod that needs no GPU can opt out of the hook "
+        "(NVIDIA_VISIBLE_DEVICES=void). If the node does have GPUs, its driver is what is "
+        "missing: gpubot doctor says why.",
+        (node_shell(node, "nvidia-ctk runtime configure --runtime=containerd && "
+                          "systemctl restart containerd"),),
+        patch,
+        ("https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
+         "install-guide.html#configuring-containerd-for-kubernetes",))
+
+
+def opt_out(owner: SpecOwner, pod: Mapping[str, Any]) -> Patch:
+    """Every container of the pod without the hook: NVIDIA_VISIBLE_DEVICES=void."""
+    env = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]
+    return Patch(owner.kind, owner.name, owner.path, {"containers": [
+        {"name": str(c.get("name")), "env": env}
+        for c in (pod.get("spec") or {}).get("containers") or []]}, owner.namespace)
+
+
+def gpu_nodes_only(owner: SpecOwner) -> Patch:
+    return Patch(owner.kind, owner.name, f"{owner.path}.nodeSelector",
+                 {"nvidia.com/gpu.present": "true"}, owner.namespace)
 
 
 def chain_reading(run: NodeFacts, st: PodState, found: list[tuple[str, str]]
@@ -94,18 +116,21 @@ def chain_reading(run: NodeFacts, st: PodState, found: list[tuple[str, str]]
     kept = [(c, ln) for c, ln in found if not hook_driver_line(c, ln)]
     lines = tuple(f"pod {st.label} {ln}" for ln in hook[:2])
     if image is None:
-        return kept, [Draft(CODE, summary(run.name), fix(run.name), (run.ref, st.ref),
+        owner = spec_owner(st.pod)
+        return kept, [Draft(CODE, summary(run.name), fix(run.name, gpu_nodes_only(owner)),
+                            (run.ref, st.ref),
                             (*lines, node_evidence(run.node)))]
     return kept, [Draft(
         CODE,
         f"The NVIDIA container hook runs for the VM passthrough device plugin on {run.name} "
         "and fails for want of a driver that plugin does not need: the NVIDIA runtime is "
         "the node's default runtime.",
-        f"Run the VM plugin without the NVIDIA hook: set NVIDIA_VISIBLE_DEVICES=void in its "
-        "container's env (or give it a runc RuntimeClass), or keep the NVIDIA runtime off "
-        f"the default on {run.name} (nvidia-ctk runtime configure --runtime=containerd, "
-        "without --set-as-default) and give GPU container pods runtimeClassName: nvidia. "
-        f"Then restart it: kubectl -n {st.namespace} delete pod {st.name}",
+        Fix("Run the VM plugin without the NVIDIA hook (the patch, or a runc RuntimeClass), "
+            f"or keep the NVIDIA runtime off the default on {run.name} (configure it without "
+            "--set-as-default) and give GPU container pods runtimeClassName: nvidia. Then "
+            "restart the plugin.",
+            (kubectl("delete", "pod", st.name, namespace=st.namespace),),
+            opt_out(spec_owner(st.pod), st.pod)),
         (run.ref, st.ref),
         (*lines, f"pod {st.label} runs {image}: it hands vfio-pci GPUs to VMs and loads no "
                  "NVIDIA driver (none is loaded where vfio-pci holds the GPUs)"))]

@@ -3,10 +3,10 @@ earlier ones, and what it hands on to later stages."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from handlers.model import ObjectRef
+from handlers.model import Fix, ObjectRef
 
 if TYPE_CHECKING:
     from handlers.chain.pods import PodState
@@ -18,7 +18,7 @@ class Draft:
 
     code: str
     summary: str
-    fix: str = ""
+    fix: Fix = field(default_factory=Fix)
     objects: tuple[ObjectRef, ...] = ()
     evidence: tuple[str, ...] = ()
     actions: tuple[tuple[str, str], ...] = ()
@@ -41,7 +41,7 @@ class Retell:
 
     code: str
     summary: str
-    fix: str
+    fix: Fix
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class NoRestart:
     GPU back, so its restart action goes and ``fix`` says what helps."""
 
     code: str
-    fix: str
+    fix: Fix
     evidence: tuple[str, ...] = ()
 
 

@@ -22,7 +22,7 @@ from handlers.chain.row import make_row
 from handlers.chain.stage import REGISTRY, Registry, Stage
 from handlers.codes import code_rank
 from handlers.consistency import UNVERIFIED, NodeEvidence, withhold
-from handlers.model import Finding, ObjectRef, Severity
+from handlers.model import Finding, Fix, ObjectRef, Severity
 from handlers.view import Obj
 
 _MAX_EVIDENCE = 14
@@ -34,7 +34,7 @@ class _Merged:
     code: str
     conditions: frozenset[str]
     summary: str
-    fix: str
+    fix: Fix
     objects: list[ObjectRef] = field(default_factory=list)
     evidence: list[str] = field(default_factory=list)
     actions: list[tuple[str, str]] = field(default_factory=list)

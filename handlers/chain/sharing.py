@@ -24,6 +24,11 @@ from handlers.view import Reader
 Obj = dict[str, Any]
 
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
+# The device plugin's time-slicing config, as its README shows it.
+TIME_SLICING_DOCS = ("https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/"
+                     "gpu-sharing.html")
+TIME_SLICING_EXAMPLE = yaml.safe_dump({"version": "v1", "sharing": {"timeSlicing": {
+    "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}, sort_keys=False)
 
 
 @dataclass

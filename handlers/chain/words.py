@@ -6,8 +6,10 @@ code's owner does."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from handlers.model import Fix
 
 if TYPE_CHECKING:
     from handlers.chain.fixtext import Where
@@ -16,7 +18,7 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Words:
     summary: str
-    fix: str = ""
+    fix: Fix = field(default_factory=Fix)
 
 
 WordsFn = Callable[["Where"], Words]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from handlers import batchjobs
 from handlers.chain.inventory import SCOPE_FRACTION, device_plugin_nodes
 from handlers.gpu import (
     GPU_RESOURCE,
@@ -18,9 +19,11 @@ from handlers.gpu import (
     name_of,
 )
 from handlers.kube.affinity import PodAffinityState
+from handlers.kube.commands import json_patch_add, pointer
 from handlers.kube.resources import pod_requests
+from handlers.kube.workload import SpecOwner, of_controller
 from handlers.memo import LastFor, Memos
-from handlers.model import ObjectRef
+from handlers.model import ObjectRef, Patch
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.scheduler.messages import parse_scheduling_message
 from handlers.view import ACTIVE_PODS, Obj, Reader
@@ -208,6 +211,61 @@ class PendingContext:
             return ObjectRef("Pod", self.pod_name, self.namespace)
         return ObjectRef(str(self.controller.get("kind")), name_of(self.controller),
                          self.namespace)
+
+    @cached_property
+    def spec_owner(self) -> SpecOwner:
+        """What a fix to the pod's spec patches: its Deployment, StatefulSet, Job, or the
+        pod itself (handlers.kube.workload)."""
+        c = self.controller
+        if c is not None and c.get("kind") in batchjobs.KINDS:
+            return SpecOwner(str(c["kind"]), name_of(c), self.namespace,
+                             batchjobs.gpu_template_path(c))
+        return of_controller(c, self.pod, self.reader.get)
+
+    def pod_patch(self, content: Any, under: str = "") -> Patch:
+        """``content`` for the pod spec (at its field ``under``, when given)."""
+        o = self.spec_owner
+        return Patch(o.kind, o.name, f"{o.path}.{under}" if under else o.path, content,
+                     o.namespace)
+
+    def container_patch(self, container: str, content: dict[str, Any]) -> Patch:
+        """``content`` for one container of the pod spec, named as its list knows it."""
+        spec = self.pod.get("spec") or {}
+        key = ("initContainers" if any(c.get("name") == container
+                                       for c in spec.get("initContainers") or [])
+               else "containers")
+        return self.pod_patch({key: [{"name": container, **content}]})
+
+    def spec_has(self, field: str) -> bool:
+        """Whether the spec owner's pod spec sets ``field`` (read from the owner itself: a
+        pod carries tolerations its template does not)."""
+        o = self.spec_owner
+        obj = self.pod if o.kind == "Pod" else self.reader.get(o.kind, o.name, o.namespace)
+        node: Any = obj or {}
+        for key in [*pointer(o.path).split("/")[1:], field]:
+            if isinstance(node, list) and key.isdigit() and int(key) < len(node):
+                node = node[int(key)]
+            else:
+                node = node.get(key) if isinstance(node, dict) else None
+        return node is not None
+
+    def add_to_spec(self, field: str, items: list[Any]) -> str:
+        """A ``kubectl patch --type json`` adding ``items`` to the pod spec's list ``field``."""
+        o = self.spec_owner
+        return json_patch_add(o.kind.lower(), o.name, f"{pointer(o.path)}/{field}", items,
+                              exists=self.spec_has(field), namespace=o.namespace)
+
+    def swap_resource(self, old: str, new: str, qty: int | str) -> Patch | None:
+        """The first container asking ``old`` asks ``qty`` of ``new`` instead (``old``:
+        null removes it, as a merge patch does)."""
+        spec = self.pod.get("spec") or {}
+        for c in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+            res = c.get("resources") or {}
+            parts = {part: {old: None, new: qty} for part in ("requests", "limits")
+                     if old in (res.get(part) or {})}
+            if parts:
+                return self.container_patch(str(c.get("name")), {"resources": parts})
+        return None
 
     @property
     def pod_name(self) -> str:

@@ -18,6 +18,7 @@ evidence.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -25,8 +26,9 @@ from handlers import cel, dra
 from handlers.dra import Device, PodClaim, Request
 from handlers.gpu import labels, name_of, ns_of
 from handlers.kube.affinity import node_matches_pod
+from handlers.kube.commands import kubectl
 from handlers.kube.quantity import fmt_quantity
-from handlers.model import Finding, ObjectRef
+from handlers.model import Finding, Fix, ObjectRef
 from handlers.pending.checks import pending_check
 from handlers.pending.context import PendingContext
 from handlers.scheduler.messages import parse_scheduling_message
@@ -34,13 +36,15 @@ from handlers.view import Obj
 
 CODE = "RESOURCE_CLAIM_UNSATISFIED"
 PLUGIN_WORDS = ("kubelet-plugin", "kubeletplugin")
+DRA_DOCS = "https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"
+DRA_DRIVER = "https://github.com/NVIDIA/k8s-dra-driver-gpu"
 IN_FLIGHT = "is in the process of being allocated"
 
 
 @dataclass
 class _Verdict:
     reason: str  # what stops the claim, one sentence
-    fix: str
+    fix: Fix
     evidence: list[str] = field(default_factory=list)
     objects: list[ObjectRef] = field(default_factory=list)
 
@@ -67,8 +71,9 @@ def check(ctx: PendingContext, before: Sequence[Finding] = ()) -> list[Finding]:
             "The scheduler was allocating one of the pod's claims when it last tried; the "
             "devices it needs are there and the next attempt should place the pod.",
             (ctx.target_ref,), tuple(sched_lines),
-            f"Wait a few seconds; if it stays Pending: kubectl -n {ctx.namespace} get "
-            "resourceclaims -o wide", conditions=frozenset({"in-flight"})))
+            Fix("Wait a few seconds; if it stays Pending, look at its claims.",
+                (kubectl("get", "resourceclaims", "-o", "wide", namespace=ctx.namespace),)),
+            conditions=frozenset({"in-flight"})))
     return out
 
 
@@ -124,8 +129,9 @@ def _claim_verdict(ctx: PendingContext, pc: PodClaim) -> _Verdict | None:
         return _Verdict(
             f"The pod's claim {pc.name!r} names {called}, which does not exist in {ns}; the "
             "scheduler waits for it.",
-            f"Create {kind} {name} in namespace {ns} (kubectl -n {ns} get "
-            f"{kind.lower()}s), or fix spec.resourceClaims[{pc.name}] in the pod.",
+            Fix(f"Create {kind} {name} in namespace {ns}, or fix spec.resourceClaims[{pc.name}] "
+                "in the pod.", (kubectl("get", f"{kind.lower()}s", namespace=ns),),
+                docs=(DRA_DOCS,)),
             [f"spec.resourceClaims: {pc.name} -> {called}: not found"],
             [ObjectRef(kind, name, ns)])
     requests = dra.claim_requests(spec)
@@ -162,13 +168,17 @@ def _allocated_elsewhere(ctx: PendingContext, claim: Obj, called: str,
     users = [u for u in dra.reserved_for(claim) if u != ctx.pod_name]
     if users:
         lines.append(f"reserved for pod(s): {', '.join(users)}")
-        fix = (f"The claim is shared with {', '.join(users)} on {', '.join(pinned)}: let this "
-               "pod run there (fix its nodeSelector/affinity/tolerations), or give it a claim "
-               "of its own (spec.resourceClaims[].resourceClaimTemplateName)")
+        fix = Fix(f"The claim is shared with {', '.join(users)} on {', '.join(pinned)}: let "
+                  "this pod run there (fix its nodeSelector/affinity/tolerations), or give it "
+                  "a claim of its own (spec.resourceClaims[].resourceClaimTemplateName).")
     else:
-        fix = ("Let the pod run where its claim is (fix its nodeSelector/affinity/"
-               f"tolerations), or free the claim: kubectl -n {ns_of(claim)} delete "
-               f"resourceclaim {name_of(claim)} and recreate it (it is allocated afresh)")
+        fix = Fix("Let the pod run where its claim is (fix its nodeSelector/affinity/"
+                  "tolerations), or free the claim: delete it and create it again (it is "
+                  "allocated afresh).",
+                  (kubectl("get", "resourceclaim", name_of(claim), "-o", "yaml",
+                           namespace=ns_of(claim)),
+                   kubectl("delete", "resourceclaim", name_of(claim), namespace=ns_of(claim),
+                           note="or: free it, then create it again from the YAML")))
     return _Verdict(
         f"{called} is already allocated on {', '.join(pinned)}, a node this pod cannot use, "
         "so the pod cannot be scheduled anywhere.", fix, lines,
@@ -193,9 +203,9 @@ def _one_request(ctx: PendingContext, req: Request, called: str,
             return None
         return _Verdict(
             f"{called} asks for DeviceClass {req.device_class!r}, which does not exist.",
-            "Use an existing class (kubectl get deviceclasses) or install the DRA driver that "
-            f"provides it (NVIDIA: helm install nvidia-dra-driver-gpu ... creates "
-            f"{dra.NVIDIA_GPU_DRIVER})",
+            Fix("Use an existing class, or install the DRA driver that provides it (NVIDIA's "
+                f"driver creates {dra.NVIDIA_GPU_DRIVER}).", (kubectl("get", "deviceclasses"),),
+                docs=(DRA_DRIVER,)),
             [f"request {req.name}: deviceClassName {req.device_class}: not found"],
             [ObjectRef("DeviceClass", req.device_class)])
     driver = dra.class_driver(dc, req.device_class)
@@ -243,9 +253,11 @@ def _one_request(ctx: PendingContext, req: Request, called: str,
             f"(class {req.device_class}"
             + (f", selectors {sel_text}" if req.selectors else "") + f"): {len(matching)} "
             "match in all.",
-            "Loosen the request's selectors or count to what the nodes publish (kubectl get "
-            f"resourceslices -o yaml | grep -A12 'driver: {driver}'), or add nodes with such "
-            "devices", ev + _samples(published))
+            Fix("Loosen the request's selectors or count to what the nodes publish, or add "
+                "nodes with such devices.",
+                (kubectl("get", "resourceslices", "-o", "yaml")
+                 + f" | grep -A12 {shlex.quote(f'driver: {driver}')}",)),
+            ev + _samples(published))
     taken = dra.allocated_devices(reader.list("ResourceClaim"))
     mine = {k for k, c in taken.items() if claim is not None and c is claim}
     free_per_node = {n: [d for d in ds if d.key not in taken or d.key in mine]
@@ -265,9 +277,11 @@ def _one_request(ctx: PendingContext, req: Request, called: str,
         lines.append(f"claim {ref} holds {', '.join(devs[:4])}"
                      + (f" (pod {', '.join(pods)})" if pods else " (no pod: it can be deleted)"))
     idle = [r for r, c in claims_by_ref.items() if r in holders and not dra.reserved_for(c)]
-    fix = ("Wait for the pods holding the devices to finish"
-           + (f", or delete the allocated claims no pod uses: {', '.join(idle[:3])}" if idle
-              else "") + "; or add GPU nodes")
+    fix = Fix("Wait for the pods holding the devices to finish"
+              + (", or delete the allocated claims no pod uses" if idle else "")
+              + "; or add GPU nodes.",
+              tuple(kubectl("delete", "resourceclaim", r.split("/", 1)[1],
+                            namespace=r.split("/", 1)[0]) for r in idle[:3]))
     return _Verdict(
         f"Every device matching {called} request {req.name!r} is allocated to other claims "
         f"({len(matching)} matching, none free on a node with {need}).",
@@ -324,7 +338,7 @@ def _no_slices(ctx: PendingContext, req: Request, called: str, driver: str,
     on_node = {str((p.get("spec") or {}).get("nodeName")): p for p in pods
                if (p.get("spec") or {}).get("nodeName")}
     why = ""
-    fix = ""
+    fix = Fix()
     if pods:
         broken = [(p, _pod_problem(p)) for p in pods]
         bad = [(p, w) for p, w in broken if w]
@@ -334,9 +348,9 @@ def _no_slices(ctx: PendingContext, req: Request, called: str, driver: str,
         if bad:
             why = "its kubelet plugin pods are failing"
             p = bad[0][0]
-            fix = (f"kubectl -n {ns_of(p)} logs {name_of(p)} --all-containers; fix what it "
-                   "reports (driver root, CDI, the GPU driver on the node), then the plugin "
-                   "publishes ResourceSlices")
+            fix = Fix("Fix what its log reports (driver root, CDI, the GPU driver on the "
+                      "node); then the plugin publishes ResourceSlices.",
+                      (kubectl("logs", name_of(p), "--all-containers", namespace=ns_of(p)),))
     missing = [n for n in gpu_nodes if n not in on_node]
     dsets = _plugin_daemonsets(ctx)
     for ds in dsets[:2]:
@@ -354,21 +368,24 @@ def _no_slices(ctx: PendingContext, req: Request, called: str, driver: str,
             if not ok:
                 ev.append(f"the DaemonSet's pods do not match node {missing[0]}: {reason}"
                           + (f" (they need {wanted})" if wanted else ""))
-            fix = (f"Make the DaemonSet {name_of(dsets[0])} match the GPU nodes: set the "
-                   "chart's kubeletPlugin.affinity to labels the nodes carry"
-                   + (f" (kubectl get node {missing[0]} --show-labels), or label the nodes: "
-                      f"kubectl label node {missing[0]} nvidia.com/gpu.present=true"
-                      if not ok else "; check its tolerations and events: kubectl -n "
-                      f"{ns_of(dsets[0])} describe daemonset {name_of(dsets[0])}"))
+            fix = Fix(f"Make the DaemonSet {name_of(dsets[0])} match the GPU nodes: set the "
+                      "chart's kubeletPlugin.affinity to labels the nodes carry"
+                      + (", or label the nodes." if not ok else
+                         "; its tolerations and events say more."),
+                      (kubectl("get", "node", missing[0], "--show-labels"),
+                       kubectl("label", "node", missing[0], "nvidia.com/gpu.present=true"))
+                      if not ok else
+                      (kubectl("describe", "daemonset", name_of(dsets[0]),
+                               namespace=ns_of(dsets[0])),))
         else:
             why = "the DRA driver's kubelet plugin is not installed"
-            fix = ("Install the NVIDIA DRA driver (helm install nvidia-dra-driver-gpu "
-                   "nvidia/nvidia-dra-driver-gpu -n nvidia-dra-driver-gpu, "
-                   "https://github.com/NVIDIA/k8s-dra-driver-gpu) with resources.gpus.enabled")
+            fix = Fix("Install the NVIDIA DRA driver with its GPU resources enabled "
+                      "(resources.gpus.enabled).", docs=(DRA_DRIVER,))
     if not why:
         why = "no kubelet plugin of that driver publishes devices"
-        fix = ("Check the driver's kubelet plugin on the GPU nodes: kubectl get pods -A | "
-               "grep kubelet-plugin; kubectl get resourceslices")
+        fix = Fix("Check the driver's kubelet plugin on the GPU nodes.", (
+            kubectl("get", "pods", "-A") + " | grep kubelet-plugin",
+            kubectl("get", "resourceslices")))
     return _Verdict(
         f"{called} asks for class {req.device_class} (driver {driver}), but no ResourceSlice "
         f"of that driver exists: {why}.", fix, ev,

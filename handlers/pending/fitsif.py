@@ -688,7 +688,7 @@ def _gate_change(ctx: PendingContext, g: Finding) -> FitChange:
     objs = [o for o in g.objects if o.kind != "Node"]
     summary = _quota_summary(ctx, g) if g.code == "QUOTA_EXCEEDED" else None
     if summary is None:
-        first = g.fix.strip().splitlines()[0] if g.fix.strip() else g.summary
+        first = g.fix.summary or (g.fix.commands[0] if g.fix.commands else g.summary)
         summary = f"{title(g.code)}: {first[:240]}"
     return FitChange(kind, summary, [], objs or [_workload_ref(ctx)], (1, 5))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from handlers.chain import hook_context
 from handlers.gpu import requests_gpu
+from handlers.kube.workload import of_controller
 from handlers.model import Finding, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.view import Obj
@@ -30,5 +31,6 @@ def misplaced(ctx: PendingContext, node: Obj | None,
         (ObjectRef("Pod", ctx.pod_name, ctx.namespace), ObjectRef("Node", name)),
         (*hook[:_MAX_EVIDENCE], hook_context.node_evidence(node), "the pod requests no GPU",
          *env),
-        hook_context.fix(name),
+        hook_context.fix(name, hook_context.opt_out(
+            of_controller(ctx.controller, ctx.pod, ctx.reader.get), ctx.pod)),
     )]

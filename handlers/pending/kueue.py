@@ -17,9 +17,10 @@ from typing import Any
 from handlers import kueue
 from handlers.batchjobs import suspended
 from handlers.gpu import is_gpu_resource, name_of, ns_of
+from handlers.kube.commands import kubectl, merge_patch, payload, pointer
 from handlers.kube.quantity import fmt_quantity, parse_quantity
 from handlers.kueue import Reason
-from handlers.model import Finding, ObjectRef
+from handlers.model import Finding, Fix, ObjectRef, Patch
 from handlers.pending.context import PendingContext
 from handlers.view import Obj
 
@@ -183,7 +184,6 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
     ev += quota_lines
     flavor_lines, fix_flavor = _flavor_detail(ctx, reasons)
     ev += flavor_lines
-    fix_quota = fix_quota or fix_flavor
     for c in checks:
         if c:
             ev.append(f"admission check {c.get('name')}: {c.get('state')}"
@@ -205,32 +205,36 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
         waiting = True
         summary = (f"Kueue reserved quota for workload {wl_name} but admission check(s) "
                    f"{names} have not passed yet.")
-        fix = (f"kubectl get admissionchecks {names.split(', ')[0]} -o yaml; see the check's "
-               "controller (ProvisioningRequest: kubectl get provisioningrequests -A; "
-               "MultiKueue: the worker clusters)")
+        fix = Fix("See the check and its controller (ProvisioningRequest: the provisioning "
+                  "requests; MultiKueue: the worker clusters).",
+                  (kubectl("get", "admissionchecks", names.split(", ")[0], "-o", "yaml"),
+                   kubectl("get", "provisioningrequests", "-A")))
     elif top is None:
         waiting = True
         summary = (f"Kueue has not admitted workload {wl_name} from queue {queue} and has "
                    "not said why yet.")
-        look = (f"kubectl -n {ns} describe workload {name_of(wl)}" if wl is not None else
-                f"kubectl -n {ns} get workloads -o wide  # find its Workload, then describe it")
-        fix = f"{look}; kubectl get clusterqueue {cq_name or '<its ClusterQueue>'} -o yaml"
+        look = (kubectl("describe", "workload", name_of(wl), namespace=ns) if wl is not None
+                else kubectl("get", "workloads", "-o", "wide", namespace=ns,
+                             note="find its Workload, then describe it"))
+        fix = Fix("Kueue's conditions on the Workload and the ClusterQueue say what it waits "
+                  "for.", (look, *((kubectl("get", "clusterqueue", cq_name, "-o", "yaml"),)
+                                   if cq_name else ())))
     else:
         summary, fix = _say(top, wl_name, queue, cq_name, ns, preempting, fix_quota,
-                            holders)
+                            fix_flavor, holders)
     return Finding(CODE, summary, tuple(objs), tuple(ev), fix,
                    conditions=frozenset({"awaiting-admission"} if waiting else ()))
 
 
 def _quota_detail(ctx: PendingContext, wl: Obj | None, cq: Obj | None,
-                  reasons: list[Reason]) -> tuple[list[str], str, list[str]]:
+                  reasons: list[Reason]) -> tuple[list[str], Fix, list[str]]:
     """Usage lines of the (flavor, resource) Kueue named, its holders, the cohort; the
     quota change that would admit the workload; the workloads holding the quota."""
     if cq is None:
-        return [], "", []
+        return [], Fix(), []
     lines: list[str] = []
     holders: list[str] = []
-    fix = ""
+    fix = Fix()
     quotas = kueue.quotas(cq)
     me = f"{ns_of(wl)}/{name_of(wl)}" if wl is not None else ""
     need = kueue.requests_of(wl) if wl is not None else {}
@@ -270,21 +274,33 @@ def _quota_detail(ctx: PendingContext, wl: Obj | None, cq: Obj | None,
         if not fix:
             if r.kind == kueue.BORROWING:
                 new = (q.borrowing_limit or 0.0) + max(want, more)
-                fix = (f"raise borrowingLimit of {r.resource} in flavor {r.flavor} to "
-                       f"{fmt_quantity(new)}")
+                fix = _set_quota(cq, q, "borrowingLimit", new,
+                                 f"raise borrowingLimit of {r.resource} in flavor {r.flavor} "
+                                 f"to {fmt_quantity(new)}")
             else:
                 new = (max(q.nominal, q.used + want) if r.kind == kueue.MAX_CAPACITY
                        else max(q.used, q.nominal) + more)
-                fix = (f"raise nominalQuota of {r.resource} in flavor {r.flavor} from "
-                       f"{fmt_quantity(q.nominal)} to {fmt_quantity(new)}")
+                fix = _set_quota(cq, q, "nominalQuota", new,
+                                 f"raise nominalQuota of {r.resource} in flavor {r.flavor} "
+                                 f"from {fmt_quantity(q.nominal)} to {fmt_quantity(new)}")
     return lines, fix, holders
 
 
-def _flavor_detail(ctx: PendingContext, reasons: list[Reason]) -> tuple[list[str], str]:
+def _set_quota(cq: Obj, q: kueue.Quota, field: str, value: float, said: str) -> Fix:
+    """One quota field of the ClusterQueue set by a JSON patch at its own place (its lists
+    leave a merge patch no way to name one resource)."""
+    op = "replace" if field == "nominalQuota" or q.borrowing_limit is not None else "add"
+    return Fix(said, (kubectl("patch", "clusterqueue", name_of(cq), "--type", "json", "-p",
+                              payload([{"op": op, "path": f"{pointer(q.path)}/{field}",
+                                        "value": fmt_quantity(value)}])),),
+               Patch("ClusterQueue", name_of(cq), q.path, {field: fmt_quantity(value)}))
+
+
+def _flavor_detail(ctx: PendingContext, reasons: list[Reason]) -> tuple[list[str], Fix]:
     """What the ResourceFlavors Kueue named demand of the pod (labels, taints), and the
     toleration that would let an untolerated flavor fit."""
     lines: list[str] = []
-    fix = ""
+    fix = Fix()
     for r in reasons:
         if r.kind != kueue.NO_FLAVOR or not r.flavor:
             continue
@@ -301,8 +317,10 @@ def _flavor_detail(ctx: PendingContext, reasons: list[Reason]) -> tuple[list[str
                      f"nodeTaints {', '.join(taints) or '(none)'}")
         if "untolerated taint" in r.text and spec.get("nodeTaints") and not fix:
             t = (spec.get("nodeTaints") or [])[0]
-            fix = ("Add to the pod template (spec.template.spec):\ntolerations:\n"
-                   f"- key: {t.get('key')}\n  operator: Exists\n  effect: {t.get('effect')}")
+            tol = {"key": str(t.get("key")), "operator": "Exists", "effect": str(t.get("effect"))}
+            fix = Fix(f"Let the pods tolerate flavor {r.flavor}'s taint (the patch).",
+                      (ctx.add_to_spec("tolerations", [tol]),),
+                      ctx.pod_patch([tol], "tolerations"))
     return lines, fix
 
 
@@ -321,62 +339,69 @@ def _cohort_lines(ctx: PendingContext, cq: Obj, cohort: str,
 
 
 def _say(r: Reason, wl: str, queue: str, cq: str, ns: str, preempting: int,
-         fix_quota: str, holders: list[str]) -> tuple[str, str]:
-    cq_ref = cq or "<its ClusterQueue>"
-    patch = (f"kubectl edit clusterqueue {cq_ref}  # {fix_quota}" if fix_quota else
-             f"kubectl edit clusterqueue {cq_ref}")
+         quota: Fix, flavor: Fix, holders: list[str]) -> tuple[str, Fix]:
+    cq_ref = cq or "(its ClusterQueue)"
+    edit = quota or (Fix(commands=(kubectl("edit", "clusterqueue", cq),)) if cq else Fix())
     if r.kind == kueue.QUEUE_MISSING:
         kind = r.queue_kind or "LocalQueue"
         if kind == "LocalQueue":
             near = re.search(r"has (\S+)\)$", r.text)
+            name = r.queue or queue
             first = (f"Set the job's kueue.x-k8s.io/queue-name label to {near.group(1)}, or "
-                     "create the queue:\n" if near else
-                     "Create it (or fix the job's kueue.x-k8s.io/queue-name label):\n")
-            return (f"Kueue cannot admit workload {wl}: LocalQueue {r.queue or queue} does not "
+                     "create the queue" if near else
+                     "Create the queue (or fix the job's kueue.x-k8s.io/queue-name label)")
+            return (f"Kueue cannot admit workload {wl}: LocalQueue {name} does not "
                     f"exist in namespace {ns}.",
-                    first +
-                    "apiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata:\n"
-                    f"  name: {r.queue or queue}\n  namespace: {ns}\nspec:\n"
-                    "  clusterQueue: <a ClusterQueue: kubectl get clusterqueues>")
+                    Fix(first + (f" (the patch: the whole object, on ClusterQueue {cq})." if cq
+                                 else ", on one of the ClusterQueues."),
+                        (kubectl("get", "clusterqueues"),),
+                        Patch("LocalQueue", name, "", {
+                            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+                            "metadata": {"name": name, "namespace": ns},
+                            "spec": {"clusterQueue": cq}}, ns) if cq else None))
         return (f"Kueue cannot admit workload {wl}: ClusterQueue {r.queue} does not exist.",
-                f"Create ClusterQueue {r.queue}, or point LocalQueue {queue} at an existing one: "
-                f"kubectl -n {ns} edit localqueue {queue}")
+                Fix(f"Create ClusterQueue {r.queue}, or point LocalQueue {queue} at an existing "
+                    "one.", (kubectl("get", "clusterqueues"),
+                             kubectl("edit", "localqueue", queue, namespace=ns))))
     if r.kind == kueue.QUEUE_STOPPED:
         kind = r.queue_kind or "ClusterQueue"
-        target = f"-n {ns} localqueue" if kind == "LocalQueue" else "clusterqueue"
         return (f"Kueue admits nothing from {kind} {r.queue}: it is stopped (stopPolicy), so "
                 f"workload {wl} waits.",
-                f"kubectl patch {target} {r.queue} --type merge "
-                "-p '{\"spec\":{\"stopPolicy\":\"None\"}}'")
+                Fix(f"Start {kind} {r.queue} again.", (
+                    merge_patch(kind.lower(), r.queue, {"spec": {"stopPolicy": "None"}},
+                                namespace=ns if kind == "LocalQueue" else None),)))
     if r.kind == kueue.QUEUE_INACTIVE:
         return (f"ClusterQueue {r.queue} is inactive, so workload {wl} cannot be admitted: "
                 f"{r.text}",
-                f"kubectl get clusterqueue {r.queue} -o yaml; create what its Active condition "
-                "names as missing (kubectl get resourceflavors,admissionchecks)")
+                Fix("Create what its Active condition names as missing.", (
+                    kubectl("get", "clusterqueue", r.queue, "-o", "yaml"),
+                    kubectl("get", "resourceflavors,admissionchecks"))))
     if r.kind == kueue.NO_FLAVOR:
         what = f"resource {r.resource}" if r.resource else f"flavor {r.flavor}"
-        if fix_quota.startswith("Add to the pod template"):
-            return (f"No flavor of ClusterQueue {cq_ref} fits workload {wl}: {r.text}.",
-                    fix_quota)
-        return (f"No flavor of ClusterQueue {cq_ref} fits workload {wl}: {r.text}.",
-                f"Give ClusterQueue {cq_ref} a flavor that offers the request ({what}): "
-                f"kubectl edit clusterqueue {cq_ref}; or make the pod tolerate/select what "
-                f"flavor {r.flavor or '<flavor>'} needs (kubectl get resourceflavor "
-                f"{r.flavor or ''} -o yaml)")
+        said = f"No flavor of ClusterQueue {cq_ref} fits workload {wl}: {r.text}."
+        if flavor:
+            return said, flavor
+        return said, Fix(
+            f"Give ClusterQueue {cq_ref} a flavor that offers the request ({what}), or make "
+            f"the pod tolerate or select what flavor {r.flavor or 'it names'} needs.",
+            (*((kubectl("edit", "clusterqueue", cq),) if cq else ()),
+             *((kubectl("get", "resourceflavor", r.flavor, "-o", "yaml"),) if r.flavor
+               else ())))
     if r.kind == kueue.MAX_CAPACITY:
         return (f"Workload {wl} asks more {r.resource} than ClusterQueue {cq_ref} can ever "
                 f"have in flavor {r.flavor} (maximum capacity {r.quantity}).",
-                f"{patch}; or shrink the job's request")
+                edit.then(Fix("Or shrink the job's request.")))
     if r.kind == kueue.BORROWING:
         return (f"ClusterQueue {cq_ref} has used its nominal {r.resource} quota in flavor "
                 f"{r.flavor} and reached its borrowing limit, so workload {wl} waits.",
-                f"Wait for the queue's admitted workloads, or {patch}")
+                Fix("Wait for the queue's admitted workloads, or:").then(edit))
     wait = (f"Kueue is preempting {preempting} workload(s) to admit it: wait for them to "
             "terminate. Otherwise: " if preempting else "")
     where = "its cohort's unused quota" if r.kind == kueue.COHORT else "the nominal quota"
     return (f"Kueue keeps workload {wl} waiting: ClusterQueue {cq_ref} has {where} for "
             f"{r.resource} in flavor {r.flavor} used up ({r.quantity} more needed).",
-            f"{wait}Wait for the workloads holding the quota to finish "
-            f"({', '.join(holders) or 'kubectl get workloads -A'}), "
-            f"or {patch}, or give the job a higher WorkloadPriorityClass if the ClusterQueue "
-            "preempts (spec.preemption.withinClusterQueue: LowerPriority)")
+            Fix(f"{wait}Wait for the workloads holding the quota to finish"
+                + (f" ({', '.join(holders)})" if holders else "") + ", or change the quota:"
+                ).then(edit).then(Fix(
+                    "Or give the job a higher WorkloadPriorityClass if the ClusterQueue "
+                    "preempts (spec.preemption.withinClusterQueue: LowerPriority).")))

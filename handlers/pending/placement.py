@@ -17,6 +17,7 @@ from operator import attrgetter
 
 from handlers import ledger
 from handlers.chain import check_chain
+from handlers.fixes import not_ready_fix
 from handlers.gpu import (
     GPU_RESOURCE,
     MIG_CONFIG_STATE_LABEL,
@@ -29,10 +30,12 @@ from handlers.gpu import (
     labels,
     name_of,
 )
+from handlers.kube.commands import kubectl
+from handlers.kube.commands import line as shell_line
 from handlers.kube.quantity import fmt_quantity, parse_quantity
 from handlers.kube.resources import pod_requests
 from handlers.memo import Table
-from handlers.model import Finding, NodeVerdict, ObjectRef
+from handlers.model import Finding, Fix, NodeVerdict, ObjectRef
 from handlers.pending.context import PendingContext
 from handlers.pending.fitsif import fewest_holders
 from handlers.scheduler.filters import NodeFit, Rejection
@@ -216,8 +219,10 @@ def _fits_somewhere(ctx: PendingContext, p: Placement, fitting: list[NodeFit],
     out = [Finding(
         "PENDING_NO_EVENTS", summary,
         (ref,), tuple(evidence),
-        "Wait for the scheduler's next attempt (backoff up to 5 min), or check it: "
-        "kubectl -n kube-system logs -l component=kube-scheduler --tail=50",
+        Fix("Wait for the scheduler's next attempt (backoff up to 5 min), or read its log "
+            "(on a managed control plane its pods are not listed).",
+            (kubectl("logs", "-l", "component=kube-scheduler", "--tail=50",
+                     namespace="kube-system"),)),
         conditions=frozenset({"fits-now"}),
     )]
     out += _gpu_fit_advisories(ctx, p, [f for f in fitting if f.node in p.gpu_nodes], ref)
@@ -280,9 +285,9 @@ def _memory_selector_finding(items: list[tuple[NodeFit, Rejection]], ref: Object
         f"The pod needs more GPU memory than any of the {len(items)} GPU node(s) has.",
         (ref, *(ObjectRef("Node", f.node) for f, _ in items[:5])),
         tuple(f"node {f.node}: {r.reason}" for f, r in items[:6]),
-        "Add nodes with bigger GPUs (kubectl get nodes -L nvidia.com/gpu.memory,"
-        "nvidia.com/gpu.product shows what exists), or shrink the model to fit "
-        "(quantisation, tensor parallelism over more GPUs).",
+        Fix("Add nodes with bigger GPUs (the labels show what exists), or shrink the model to "
+            "fit (quantisation, tensor parallelism over more GPUs).",
+            (kubectl("get", "nodes", "-L", "nvidia.com/gpu.memory,nvidia.com/gpu.product"),)),
     )
 
 
@@ -299,8 +304,12 @@ def _targeting_finding(ctx: PendingContext, flt: str, items: list[tuple[NodeFit,
     if code == "TAINT_NOT_TOLERATED":
         taints = _distinct_taints(r for _, r in items)
         shown = ", ".join(_taint_text(t) for t in taints)
-        fix = "Add to the pod spec:\ntolerations:\n" + "\n".join(
-            _toleration_yaml(t) for t in taints)
+        tols = [_toleration(t) for t in taints]
+        fix = Fix(f"Let {ctx.spec_owner.kind.lower()} {ctx.spec_owner.name} tolerate the "
+                  "taint (the patch).", (ctx.add_to_spec("tolerations", tols),),
+                  ctx.pod_patch(tols, "tolerations"),
+                  ("https://kubernetes.io/docs/concepts/scheduling-eviction/"
+                   "taint-and-toleration/",))
         return Finding(code, f"{len(nodes)} GPU node(s) carry taint {shown} that the pod "
                        f"does not tolerate{extra}.", objs, evidence, fix, conditions=others)
     if code == "NODE_SELECTOR_MISMATCH":
@@ -309,19 +318,21 @@ def _targeting_finding(ctx: PendingContext, flt: str, items: list[tuple[NodeFit,
                    f"node(s){extra}" + (f"; no GPU node has {missing[0]}." if missing else "."))
         return Finding(code, summary, objs, (*[f"no GPU node has {m}"
                                                for m in missing[:3]], *evidence),
-                       "Fix the selector to a label the GPU nodes carry (kubectl get nodes "
-                       "-L nvidia.com/gpu.product,nvidia.com/gpu.memory), or label the nodes.",
+                       Fix("Fix the selector to a label the GPU nodes carry, or label the "
+                           "nodes; their labels:",
+                           (kubectl("get", "nodes", "-L", ",".join(_selector_keys(ctx, items))),)),
                        conditions=others)
     if code == "POD_AFFINITY_MISMATCH":
         return Finding(code, f"Inter-pod affinity/anti-affinity rules exclude "
                        f"{len(nodes)} GPU node(s){extra}.", objs, evidence,
-                       "Relax spec.affinity.podAffinity/podAntiAffinity (use preferred "
-                       "rules, or a wider topologyKey), or move the pods it conflicts with.",
+                       Fix("Relax spec.affinity.podAffinity/podAntiAffinity (use preferred "
+                           "rules, or a wider topologyKey), or move the pods it conflicts "
+                           "with."),
                        conditions=others)
     return Finding(code, f"A bound volume pins the pod away from {len(nodes)} GPU "
                    f"node(s){extra}.", objs, evidence,
-                   "Use a StorageClass with volumeBindingMode: WaitForFirstConsumer, or "
-                   "recreate the PVC in the GPU nodes' zone.")
+                   Fix("Use a StorageClass with volumeBindingMode: WaitForFirstConsumer, or "
+                       "recreate the PVC in the GPU nodes' zone."))
 
 
 def _distinct_taints(rs: Iterable[Rejection]) -> list[dict[str, str]]:
@@ -338,13 +349,19 @@ def _taint_text(t: dict[str, str]) -> str:
     return f"{t.get('key', '')}{v}:{t.get('effect', '')}"
 
 
-def _toleration_yaml(t: dict[str, str]) -> str:
-    if t.get("value"):
-        body = (f"- key: {t.get('key')}\n  operator: Equal\n  value: \"{t['value']}\"\n"
-                f"  effect: {t.get('effect')}")
-    else:
-        body = f"- key: {t.get('key')}\n  operator: Exists\n  effect: {t.get('effect')}"
-    return body
+def _toleration(t: dict[str, str]) -> dict[str, str]:
+    tol = ({"key": t.get("key", ""), "operator": "Equal", "value": t["value"]}
+           if t.get("value") else {"key": t.get("key", ""), "operator": "Exists"})
+    if t.get("effect"):
+        tol["effect"] = t["effect"]
+    return tol
+
+
+def _selector_keys(ctx: PendingContext, items: list[tuple[NodeFit, Rejection]]) -> list[str]:
+    """The label keys the pod selects on, to list beside the nodes."""
+    keys = list((ctx.pod.get("spec") or {}).get("nodeSelector") or {})
+    keys += sorted({r.label for _, r in items if r.label and r.label not in keys})
+    return keys or ["nvidia.com/gpu.product", "nvidia.com/gpu.memory"]
 
 
 def _missing_labels(ctx: PendingContext, nodes: list[str],
@@ -388,14 +405,7 @@ def _lifecycle_findings(ctx: PendingContext, p: Placement, feasible: list[NodeFi
         nodes = sorted({f.node for f, _ in hit})
         what = {"NODE_UNSCHEDULABLE": "cordoned", "NODE_NOT_READY": "NotReady",
                 "NODE_PRESSURE": "under resource pressure"}[code]
-        fix = {"NODE_UNSCHEDULABLE": f"kubectl uncordon {nodes[0]}   # once its maintenance "
-               "is over; check `kubectl get node -o yaml` annotations for who cordoned it",
-               "NODE_NOT_READY": f"kubectl describe node {nodes[0]}; check kubelet on the "
-               "node: journalctl -u kubelet --since -1h\nIf the machine is gone for good, "
-               f"kubectl delete node {nodes[0]}: its Terminating pods are then removed and "
-               "their controllers recreate them elsewhere",
-               "NODE_PRESSURE": f"kubectl describe node {nodes[0]} | grep -A8 Conditions; "
-               "free disk/memory on the node or evict the pods using it"}[code]
+        fix = _lifecycle_fix(code, nodes[0])
         leaving = {f.node: _leaving(ctx, f.node, res) for f in helpful} if res else {}
         evidence = [f"node {f.node}: {r.reason}" for f, r in hit[:6]]
         evidence += [f"node {n}: {g:g} {res} held by pods being deleted (Terminating), free "
@@ -407,6 +417,18 @@ def _lifecycle_findings(ctx: PendingContext, p: Placement, feasible: list[NodeFi
             conditions=frozenset({OTHERS_USABLE} if usable else ()),
         ))
     return out
+
+
+def _lifecycle_fix(code: str, node: str) -> Fix:
+    if code == "NODE_NOT_READY":
+        return not_ready_fix(node, gone=True)
+    if code == "NODE_UNSCHEDULABLE":
+        return Fix("Uncordon it once its maintenance is over; its annotations may say who "
+                   "cordoned it.", (kubectl("get", "node", node, "-o",
+                                            "jsonpath={.metadata.annotations}"),
+                                    kubectl("uncordon", node)))
+    return Fix("Free disk or memory on the node, or evict the pods using it.",
+               (shell_line("kubectl", "describe", "node", node) + " | grep -A8 Conditions",))
 
 
 def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
@@ -431,8 +453,9 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
                 tuple(f"node {f.node}: {MIG_STRATEGY_LABEL}=mixed, offers "
                       + ", ".join(f"{k}={f.allocatable[k]:g}" for k in profiles
                                   if f.allocatable.get(k)) for f in mixed[:5]),
-                f"Request a MIG profile instead, e.g.\nresources:\n  limits:\n    "
-                f"{profiles[0]}: 1" if profiles else "Request a MIG profile.",
+                Fix(f"Request a MIG profile instead: {', '.join(profiles)}.", patch=(
+                    ctx.swap_resource(GPU_RESOURCE, profiles[0], int(need))
+                    if profiles and float(need).is_integer() else None)),
             )]
     # The discovery chain of the nodes that should offer the GPUs: a node advertising
     # fewer GPUs than it has is a root cause, not "insufficient".
@@ -454,8 +477,8 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
             "REQUEST_EXCEEDS_NODE_SIZE",
             f"The pod asks {need:g} {res} but the largest node has {max_size:g}.",
             (ref,), (f"requested {res}: {need:g}", f"largest node: {max_size:g} {res}"),
-            f"Ask for at most {max_size:g} GPUs per pod and spread the job over several pods "
-            "(torchrun / MPIJob / JobSet), or add bigger nodes.",
+            Fix(f"Ask for at most {max_size:g} GPUs per pod and spread the job over several "
+                "pods (torchrun / MPIJob / JobSet), or add bigger nodes."),
         ))
         return out
     # Would the pod fit if every usable node advertised all its GPUs?
@@ -473,9 +496,10 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
             f"{total_free:g} {res} are free across {len(usable)} node(s), but no single node "
             f"has the {need:g} the pod needs.",
             (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
-            _least_disruptive(usable, res, need) + "Or enable bin-packing (NodeResourcesFit "
-            "MostAllocated scoring) so that jobs stop spreading. A smaller request fits only "
-            "if the workload is changed to use fewer GPUs too (see Fits if).",
+            _least_disruptive(usable, res, need).then(Fix(
+                "Or enable bin-packing (NodeResourcesFit MostAllocated scoring) so that jobs "
+                "stop spreading. A smaller request fits only if the workload is changed to use "
+                "fewer GPUs too (see Fits if).")),
         ))
     elif usable:
         out.append(Finding(
@@ -483,14 +507,14 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
             f"Other pods hold the GPUs: {total_free:g} {res} free on the {len(usable)} "
             f"node(s) the pod can use; it needs {need:g}.",
             (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
-            "Wait for the holders to finish, give the pod a higher PriorityClass to "
-            "preempt, or add GPU nodes. A smaller request fits only if the workload is "
-            "changed to use fewer GPUs too (see Fits if).",
+            Fix("Wait for the holders to finish, give the pod a higher PriorityClass to "
+                "preempt, or add GPU nodes. A smaller request fits only if the workload is "
+                "changed to use fewer GPUs too (see Fits if)."),
         ))
     return out
 
 
-def _least_disruptive(usable: list[NodeFit], res: str, need: float) -> str:
+def _least_disruptive(usable: list[NodeFit], res: str, need: float) -> Fix:
     """The node where the fewest, then smallest, GPU holders must move, and which pods."""
     best: tuple[tuple[int, float, str], NodeFit, list[tuple[str, float]]] | None = None
     for f in usable:
@@ -500,15 +524,17 @@ def _least_disruptive(usable: list[NodeFit], res: str, need: float) -> str:
             if best is None or key < best[0]:
                 best = (key, f, pick)
     if best is None:
-        return ""
+        return Fix()
     _, f, pick = best
     pods = ", ".join(f"{r} ({g:g} GPUs)" for r, g in pick)
-    cmds = "\n".join(f"kubectl -n {r.split('/', 1)[0]} delete pod {r.split('/', 1)[1]}"
-                     for r, _ in pick)
-    return (f"Least disruptive: move {len(pick)} pod(s) off {f.node}: {pods}; it then has "
-            f"{f.free.get(res, 0.0) + sum(g for _, g in pick):g} free. Cordon it first so "
-            f"they are recreated elsewhere, and uncordon it once they are:\n"
-            f"kubectl cordon {f.node}\n{cmds}\nkubectl uncordon {f.node}\n")
+    return Fix(
+        f"Least disruptive: move {len(pick)} pod(s) off {f.node}: {pods}; it then has "
+        f"{f.free.get(res, 0.0) + sum(g for _, g in pick):g} free. Cordon it first so that "
+        "they are recreated elsewhere, and uncordon it once they are.",
+        (kubectl("cordon", f.node),
+         *(kubectl("delete", "pod", r.split("/", 1)[1], namespace=r.split("/", 1)[0])
+           for r, _ in pick),
+         kubectl("uncordon", f.node)))
 
 
 def _advertises_less(p: Placement, fit: NodeFit, res: str) -> bool:
@@ -560,9 +586,9 @@ def _cpu_memory_findings(p: Placement, usable: list[NodeFit], ref: ObjectRef) ->
         + " the pod also asks.",
         (ref, *(ObjectRef("Node", f.node) for f, _ in hit[:5])),
         tuple(f"node {f.node}: {r.reason}" for f, rs in hit[:6] for r in rs),
-        "Lower the pod's cpu/memory requests to what a GPU node can give (see the free "
-        "amounts above), or move CPU-only pods off the GPU nodes (taint them "
-        "nvidia.com/gpu=present:NoSchedule).",
+        Fix("Lower the pod's cpu/memory requests to what a GPU node can give (see the free "
+            "amounts above), or move CPU-only pods off the GPU nodes (taint them "
+            "nvidia.com/gpu=present:NoSchedule)."),
     )]
 
 
@@ -613,10 +639,12 @@ def _memory_too_small(ctx: PendingContext, nodes: list[Obj], ref: ObjectRef) -> 
         "GPU_MEMORY_TOO_SMALL",
         "The pod needs more GPU memory than the GPUs it can land on have.",
         (ref,), tuple(evidence),
-        "Target bigger GPUs:\naffinity:\n  nodeAffinity:\n    "
-        "requiredDuringSchedulingIgnoredDuringExecution:\n      nodeSelectorTerms:\n      - "
-        "matchExpressions:\n        - key: nvidia.com/gpu.memory\n          operator: Gt\n"
-        f"          values: [\"{(need or 40000) - 1}\"]",
+        Fix("Target bigger GPUs (the patch: GFD's nvidia.com/gpu.memory, in MiB).",
+            patch=ctx.pod_patch({"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                    "matchExpressions": [{"key": "nvidia.com/gpu.memory", "operator": "Gt",
+                                          "values": [str((need or 40000) - 1)]}]}]}}},
+                "affinity")),
         conditions=frozenset({"schedulable"}),
     )]
 
@@ -679,7 +707,8 @@ def _wrong_type(ctx: PendingContext, nodes: list[Obj], ref: ObjectRef) -> list[F
         (why, *(f"node {n}: nvidia.com/gpu.family={f}, "
                 f"{gpu_product(ctx.nodes_by_name[n])}"
                 for n, f in list(weaker.items())[:5])),
-        "Pin the GPU type with GFD labels:\nnodeSelector:\n  nvidia.com/gpu.family: " + wanted,
+        Fix("Pin the GPU type with GFD's labels.",
+            patch=ctx.pod_patch({"nvidia.com/gpu.family": wanted}, "nodeSelector")),
     )]
 
 
@@ -697,8 +726,8 @@ def _topology(ctx: PendingContext, p: Placement, nodes: list[Obj],
         "PCIe only (no NVLink): multi-GPU training will be slower.",
         (ref,), tuple(f"node {n}: nvidia.com/gpu.product={prod}"
                       for n, prod in list(pcie.items())[:5]),
-        "For multi-GPU training target NVLink/SXM nodes (nodeSelector on "
-        "nvidia.com/gpu.product, e.g. NVIDIA-A100-SXM4-80GB), or run one GPU per pod.",
+        Fix("For multi-GPU training target NVLink/SXM nodes (nodeSelector on "
+            "nvidia.com/gpu.product, e.g. NVIDIA-A100-SXM4-80GB), or run one GPU per pod."),
     )]
 
 

@@ -17,13 +17,15 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from handlers.gpu import labels, name_of, ns_of
+from handlers.kube.commands import kubectl
 from handlers.kube.quantity import fmt_quantity
 from handlers.kube.resources import pod_requests
-from handlers.model import Finding, ObjectRef
+from handlers.model import Finding, Fix, ObjectRef
 from handlers.pending import kueue, volcano
 from handlers.pending.checks import pending_check
 from handlers.pending.context import PendingContext, main_gpu_request
@@ -90,14 +92,15 @@ def check_scheduler(ctx: PendingContext) -> list[Finding]:
     else:
         evidence.append(f"no pod named {prefix}-* or labelled app={sched} in any namespace")
     evidence.append(f"events on the pod: {len(ctx.events)}, none from {sched}")
-    ns_hint = ns_of(candidates[0]) if candidates else "<its namespace>"
+    look = (kubectl("get", "pods,deploy", namespace=ns_of(candidates[0])) if candidates
+            else kubectl("get", "pods", "-A")) + f" | grep {shlex.quote(prefix)}"
     return [Finding(
         "SCHEDULER_NOT_FOUND",
         f"The pod waits for scheduler {sched!r}, which is not running; no scheduler will ever "
         "look at it or write an event.",
         (ctx.target_ref,), tuple(evidence),
-        f"Start the scheduler (kubectl -n {ns_hint} get pods,deploy | grep {prefix}), or use the "
-        "default one: remove spec.schedulerName (or set it to default-scheduler).",
+        Fix("Start the scheduler, or use the default one: remove spec.schedulerName (or set it "
+            "to default-scheduler).", (look,)),
     )]
 
 
@@ -160,9 +163,9 @@ def _volcano(ctx: PendingContext) -> list[Finding]:
         f"Gang {group} needs {min_member} members placed at once; only {placeable} fit now, so "
         "none starts.",
         (ctx.target_ref, ObjectRef("PodGroup", group, ctx.namespace)), tuple(evidence),
-        f"Free capacity for all {min_member} members, or lower minAvailable of the Volcano job "
-        f"(kubectl -n {ctx.namespace} get podgroup {group} -o yaml; "
-        f"kubectl -n {ctx.namespace} edit vcjob).",
+        Fix(f"Free capacity for all {min_member} members, or lower minAvailable of the Volcano "
+            "job.", (kubectl("get", "podgroup", group, "-o", "yaml", namespace=ctx.namespace),
+                     *_edit_owner(pg, ctx.namespace))),
     )]
 
 
@@ -260,9 +263,7 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
             "its preemptionPolicy is Never, so it waits for them to finish.",
             (ctx.target_ref,) + ((ObjectRef("PriorityClass", cls),) if cls else ()),
             tuple(evidence),
-            "Use a PriorityClass that may preempt:\napiVersion: scheduling.k8s.io/v1\n"
-            f"kind: PriorityClass\nmetadata:\n  name: {cls or 'gpu-high'}-preempting\n"
-            f"value: {prio}\npreemptionPolicy: PreemptLowerPriority",
+            _preempting(ctx, cls, prio),
             conditions=_confirmed(said_never),
         )]
     evidence = [f"pod {who}, preemptionPolicy: {policy}", *sched_line]
@@ -274,9 +275,9 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
         f"The GPUs the pod needs are held by higher-priority pods (up to {top}); at {who} it "
         "cannot preempt them and waits until they finish.",
         (ctx.target_ref,), tuple(evidence),
-        "Wait for the holders, or run the pod at a higher PriorityClass (only if it should evict "
-        f"them): spec.priorityClassName: <class with value > {top}>; list classes: "
-        "kubectl get priorityclasses",
+        Fix("Wait for the holders, or run the pod at a PriorityClass whose value is above "
+            f"{top} (only if it should evict them): spec.priorityClassName.",
+            (kubectl("get", "priorityclasses"),)),
         conditions=_confirmed(said_no_victims),
     )]
 
@@ -343,18 +344,22 @@ def check_autoscaler(ctx: PendingContext) -> list[Finding]:
             "cluster-autoscaler will not add a node for this pod: " + msg.split(":", 1)[-1].strip(),
             (ctx.target_ref,), (f"{e.get('reason')} ({_source(e) or 'cluster-autoscaler'}, "
                            f"{_event_time(e)}): {msg}",),
-            "Raise the GPU node group's max size (e.g. eksctl scale nodegroup --nodes-max N, or "
-            "the ASG/MIG max), or fix the pod's selectors/tolerations so a group matches; details: "
-            "kubectl -n kube-system get configmap cluster-autoscaler-status -o yaml",
+            Fix("Raise the GPU node group's max size (its cloud's node group, ASG or MIG "
+                "settings), or fix the pod's selectors/tolerations so that a group matches; the "
+                "autoscaler's status says which groups it considered.",
+                (kubectl("get", "configmap", "cluster-autoscaler-status", "-o", "yaml",
+                         namespace="kube-system"),)),
         ))
     if karp:
         e = karp[-1]
         msg = str(e.get("message", ""))
         pool = NODEPOOL_LIMIT_RE.search(msg)
-        fix = (f"Raise the NodePool's limits: kubectl patch nodepool {pool['pool']} --type merge "
-               "-p '{\"spec\":{\"limits\":{\"nvidia.com/gpu\":\"<more>\"}}}'" if pool else
-               "Add a NodePool whose requirements and taints admit this pod and offer GPU "
-               "instance types: kubectl get nodepools -o yaml")
+        fix = (Fix("Raise the NodePool's spec.limits (nvidia.com/gpu, and the cpu and memory "
+                   "its GPU instances bring).",
+                   (kubectl("get", "nodepool", pool["pool"], "-o", "jsonpath={.spec.limits}"),
+                    kubectl("edit", "nodepool", pool["pool"]))) if pool else
+               Fix("Add a NodePool whose requirements and taints admit this pod and offer GPU "
+                   "instance types.", (kubectl("get", "nodepools", "-o", "yaml"),)))
         out.append(Finding(
             "AUTOSCALER_NO_SCALE_UP", "Karpenter will not launch a node for this pod"
             + (f": NodePool {pool['pool']} is at its limits." if pool else "."),
@@ -362,6 +367,27 @@ def check_autoscaler(ctx: PendingContext) -> list[Finding]:
             (f"{e.get('reason')} ({_source(e)}, {_event_time(e)}): {msg}",), fix,
         ))
     return out
+
+
+def _edit_owner(obj: Obj, namespace: str) -> tuple[str, ...]:
+    """``kubectl edit`` of the object's controller (a Volcano Job behind its PodGroup)."""
+    ref = next((r for r in (obj.get("metadata") or {}).get("ownerReferences") or []
+                if r.get("controller", True) and r.get("name")), None)
+    if ref is None:
+        return ()
+    group = str(ref.get("apiVersion", "")).split("/")[0]
+    kind = str(ref.get("kind", "")).lower() + "s" + (f".{group}" if "." in group else "")
+    return (kubectl("edit", kind, str(ref["name"]), namespace=namespace),)
+
+
+def _preempting(ctx: PendingContext, cls: str | None, prio: int) -> Fix:
+    """A PriorityClass of the same value that may preempt, and the pod on it."""
+    name = f"{cls or 'gpu-high'}-preempting"
+    return Fix("Give the pod a PriorityClass of the same value that may preempt (the patch "
+               "names it).",
+               (kubectl("create", "priorityclass", name, f"--value={prio}",
+                        "--preemption-policy=PreemptLowerPriority"),),
+               ctx.pod_patch({"priorityClassName": name}))
 
 
 CHECKS = (check_scheduler, check_gang, check_preemption, check_autoscaler)

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from handlers.fixes import raise_quota
 from handlers.gpu import (
     GPU_RESOURCE,
     MIG_RESOURCE_RE,
@@ -37,9 +38,10 @@ from handlers.gpu import (
     name_of,
     ns_of,
 )
+from handlers.kube.commands import kubectl, line, merge_patch
 from handlers.kube.quantity import QuantityError, fmt_quantity, parse_quantity
 from handlers.kube.resources import pod_requests
-from handlers.model import Finding, ObjectRef
+from handlers.model import Finding, Fix, ObjectRef
 from handlers.pending.checks import pending_check
 from handlers.pending.context import PendingContext
 from handlers.view import ACTIVE_PODS, Obj
@@ -220,16 +222,16 @@ def check_quota_exceeded(ctx: PendingContext, quotas: list[Obj]) -> list[Finding
             evidence += _holder_lines(ctx, res)
         key = gpu_keys[0] if gpu_keys else "requests.nvidia.com/gpu"
         q_req, q_used, q_lim = ex.keys.get(key, (None, None, None))
-        bigger = fmt_quantity((_q(q_used) or 0.0) + (_q(q_req) or 0.0)) if q_used else "<more>"
+        bigger = fmt_quantity((_q(q_used) or 0.0) + (_q(q_req) or 0.0)) if q_used else ""
         out.append(Finding(
             "QUOTA_EXCEEDED",
             f"ResourceQuota {ex.quota} in {ctx.namespace} is used up for {key}: used {q_used} of "
             f"{q_lim}, and the pod asks {q_req} more; the API server refuses to create it.",
             (ctx.target_ref, ObjectRef("ResourceQuota", ex.quota, ctx.namespace)),
             tuple(evidence),
-            f"Free quota (kubectl -n {ctx.namespace} get pods -o wide: stop a holder above), or "
-            f"raise it: kubectl -n {ctx.namespace} patch resourcequota {ex.quota} --type merge "
-            f"-p '{{\"spec\":{{\"hard\":{{\"{key}\":\"{bigger}\"}}}}}}'",
+            raise_quota(ctx.namespace, ex.quota, key, bigger, "stop a holder above") if bigger
+            else Fix("Free quota (stop a holder above), or raise it.",
+                     (kubectl("edit", "resourcequota", ex.quota, namespace=ctx.namespace),)),
         ))
     return out
 
@@ -284,9 +286,10 @@ def _not_ready_status(ctx: PendingContext, qname: str, q: Obj | None,
         f"ResourceQuota {qname} has no computed usage yet, so the API server refuses every new "
         "pod in the namespace until the quota controller catches up.",
         (ctx.target_ref, ObjectRef("ResourceQuota", qname, ctx.namespace)), tuple(ev),
-        f"Check the quota controller: kubectl -n {ctx.namespace} describe resourcequota {qname}; "
-        "kube-controller-manager logs (resourcequota) and broken aggregated APIs: "
-        "kubectl get apiservices | grep False",
+        Fix("Check the quota controller: the quota's status, kube-controller-manager's log "
+            "(resourcequota), and aggregated APIs that do not answer (they stall it).",
+            (kubectl("describe", "resourcequota", qname, namespace=ctx.namespace),
+             line("kubectl", "get", "apiservices") + " | grep False")),
     )
 
 
@@ -296,9 +299,10 @@ def _must_specify(ctx: PendingContext, qname: str, evidence: list[str], what: st
         f"ResourceQuota {qname} requires every container to set {what.strip()}; the pod "
         "does not, so it is refused.",
         (ctx.target_ref, ObjectRef("ResourceQuota", qname, ctx.namespace)), tuple(evidence),
-        "Set them in every container (or add a LimitRange default for the namespace):\n"
-        "resources:\n  requests:\n    cpu: \"8\"\n    memory: 32Gi\n  limits:\n"
-        "    cpu: \"8\"\n    memory: 32Gi",
+        Fix(f"Set {what.strip()} in every container, at what the workload needs (or add a "
+            "LimitRange default for the namespace).",
+            (kubectl("describe", "resourcequota", qname, namespace=ctx.namespace),),
+            docs=("https://kubernetes.io/docs/concepts/policy/resource-quotas/",)),
     )
 
 
@@ -343,8 +347,7 @@ def check_requests_limits_unequal(ctx: PendingContext, quotas: list[Obj]) -> lis
                 "not limit what it seems to.",
                 (ObjectRef("ResourceQuota", name_of(q), ns_of(q) or ctx.namespace),),
                 tuple(f"ResourceQuota {name_of(q)} spec.hard {s}" for s in shown),
-                f"Use one value, on requests. (GPUs cannot be overcommitted):\nspec:\n  hard:\n"
-                f"    requests.{res}: \"{min(kinds.values(), key=lambda v: _q(v) or 0.0)}\"",
+                _one_value(q, res, kinds, ctx.namespace),
             ))
     return out
 
@@ -390,9 +393,13 @@ def check_sharing_miscount(ctx: PendingContext, quotas: list[Obj]) -> list[Findi
                     (ObjectRef("ResourceQuota", name_of(q), ctx.namespace),
                      *(ObjectRef("Node", name_of(n)) for n in sliced[:3])),
                     tuple(ev),
-                    f"Count slices in the quota ({key}: \"{fmt_quantity(hv * r)}\" for "
-                    f"{fmt_quantity(hv)} GPUs), or rename shared GPUs (renameByDefault: true -> "
-                    "nvidia.com/gpu.shared) and quota requests.nvidia.com/gpu.shared separately.",
+                    Fix(f"Count slices in the quota ({fmt_quantity(hv * r)} for "
+                        f"{fmt_quantity(hv)} GPUs), or rename shared GPUs (renameByDefault: true "
+                        "-> nvidia.com/gpu.shared) and quota requests.nvidia.com/gpu.shared "
+                        "separately.",
+                        (merge_patch("resourcequota", name_of(q),
+                                     {"spec": {"hard": {key: fmt_quantity(hv * r)}}},
+                                     namespace=ctx.namespace),)),
                 ))
             elif key not in hard and (MIG_RESOURCE_RE.match(res) or res == SHARED_GPU_RESOURCE):
                 counted = ", ".join(f"{k}={v}" for k, v in sorted(hard.items()) if _tracked(k))
@@ -406,7 +413,8 @@ def check_sharing_miscount(ctx: PendingContext, quotas: list[Obj]) -> list[Findi
                     (f"pod requests {res}: {fmt_quantity(need[res])}",
                      f"ResourceQuota {name_of(q)} counts only: {counted}",
                      *_holder_lines(ctx, res, 4)),
-                    f"Add the slice to the quota:\nspec:\n  hard:\n    {key}: \"4\"",
+                    _count_slice(ctx, name_of(q), key,
+                                 fmt_quantity(held + need[res])),
                 ))
     return out
 
@@ -530,8 +538,9 @@ def _lr_finding(ctx: PendingContext, lrs: list[Obj], kind: str, res: str, bound:
         f"LimitRange {lr_name} in {ctx.namespace} allows {word} {enforced} {res} per {kind}; "
         "the pod is outside it and is refused.",
         (ctx.target_ref, ObjectRef("LimitRange", lr_name, ctx.namespace)), tuple(evidence),
-        f"Ask for {word} {enforced} {res} per {kind.lower()}, or change the LimitRange: "
-        f"kubectl -n {ctx.namespace} edit limitrange {lr_name}",
+        Fix(f"Ask for {word} {enforced} {res} per {kind.lower()}, or change the LimitRange.",
+            (kubectl("edit", "limitrange", lr_name, namespace=ctx.namespace),)
+            if owners else ()),
     )
 
 
@@ -588,11 +597,31 @@ def check_limitrange_default_gpu(ctx: PendingContext, lrs: list[Obj]) -> list[Fi
         f"GPU: {', '.join(names)}; the pod now needs more GPUs than it meant to"
         + (" (or is invalid)." if not ctx.pod_exists else "."),
         (ctx.target_ref, ObjectRef("LimitRange", lr_name, ctx.namespace)), tuple(evidence),
-        f"Remove GPU defaults (and the max/min they were derived from) from the LimitRange: "
-        f"kubectl -n {ctx.namespace} edit limitrange {lr_name}; or set "
-        f"{res[0]}: 0 explicitly in " + ", ".join(names) + ":\nresources:\n  limits:\n"
-        f"    {res[0]}: 0",
+        Fix("Remove the GPU defaults (and the max/min they were derived from) from the "
+            f"LimitRange, or set {res[0]}: 0 explicitly in {', '.join(names)} (the patch).",
+            (kubectl("edit", "limitrange", lr_name, namespace=ctx.namespace),),
+            ctx.pod_patch({"containers": [{"name": c, "resources": {"limits": {res[0]: 0}}}
+                                          for c in names]})),
     )]
+
+
+def _one_value(q: Obj, res: str, kinds: Mapping[str, str], namespace: str) -> Fix:
+    """The quota's requests. entry at its smallest value, the other entries removed."""
+    least = min(kinds.values(), key=lambda v: _q(v) or 0.0)
+    hard: dict[str, str | None] = {
+        (res if k == "bare" else f"{k}.{res}"): None for k in kinds if k != "requests"}
+    hard[f"requests.{res}"] = least
+    return Fix("Use one value, on requests. (GPUs cannot be overcommitted).",
+               (merge_patch("resourcequota", name_of(q), {"spec": {"hard": hard}},
+                            namespace=ns_of(q) or namespace),))
+
+
+def _count_slice(ctx: PendingContext, quota: str, key: str, amount: str) -> Fix:
+    """The quota counts the slice the pod asks, at what is in use plus what it asks."""
+    return Fix(f"Add the slice to the quota ({amount}: what is in use and what the pod asks), "
+               "or a lower limit that fits the namespace's share.",
+               (merge_patch("resourcequota", quota, {"spec": {"hard": {key: amount}}},
+                            namespace=ctx.namespace),))
 
 
 CHECKS = (check_quota_exceeded, check_quota_not_ready, check_requests_limits_unequal,

@@ -22,8 +22,9 @@ from handlers.gpu import (
     labels,
     name_of,
 )
+from handlers.kube.commands import kubectl
 from handlers.kube.quantity import QuantityError, is_whole, parse_quantity
-from handlers.model import Finding, ObjectRef
+from handlers.model import Finding, Fix, ObjectRef, Patch
 from handlers.pending.checks import pending_check
 from handlers.pending.context import PendingContext
 from handlers.scheduler.filters import SHARE_PARAMETERS
@@ -62,8 +63,16 @@ def _failed_create(ctx: PendingContext) -> list[str]:
             if e.get("reason") in ("FailedCreate", "FailedCreatePod")]
 
 
-def _yaml_resources(res: str, qty: str) -> str:
-    return (f"resources:\n  requests:\n    {res}: {qty}\n  limits:\n    {res}: {qty}")
+def _resources(ctx: PendingContext, container: str, res: str, qty: str) -> Patch:
+    """The container's requests and limits of ``res``, both ``qty``."""
+    q = _quantity(qty)
+    return ctx.container_patch(container, {"resources": {"requests": {res: q},
+                                                         "limits": {res: q}}})
+
+
+def _quantity(qty: str) -> int | str:
+    """A whole count as a YAML integer (``nvidia.com/gpu: 1``), anything else as written."""
+    return int(qty) if qty.isdigit() else qty
 
 
 def check_gpu_quantities(ctx: PendingContext) -> list[Finding]:
@@ -87,8 +96,8 @@ def check_gpu_quantities(ctx: PendingContext) -> list[Finding]:
                         f"Container {cname} asks {r}: {q}; GPUs come in whole units.",
                         (ref,), (f"containers[{cname}].resources.{label}.{r}: {q}",
                                  *[m for m in events if "must be an integer" in m][:1]),
-                        "Ask for whole GPUs, or share them with time-slicing or MIG:\n"
-                        + _yaml_resources(r, whole),
+                        Fix("Ask for whole GPUs, or share them with time-slicing or MIG.",
+                            patch=_resources(ctx, cname, r, whole)),
                     ))
             if rq is not None and lm is None:
                 out.append(Finding(
@@ -98,7 +107,8 @@ def check_gpu_quantities(ctx: PendingContext) -> list[Finding]:
                     (ref,), (f"containers[{cname}].resources.requests.{r}: {rq}",
                              f"containers[{cname}].resources.limits.{r}: (not set)",
                              *[m for m in events if LIMIT_REQUIRED_RE.search(m)][:1]),
-                    "Set the limit equal to the request:\n" + _yaml_resources(r, str(rq)),
+                    Fix("Set the limit equal to the request.",
+                        patch=_resources(ctx, cname, r, str(rq))),
                 ))
             elif rq is not None and lm is not None and _neq(rq, lm):
                 out.append(Finding(
@@ -108,7 +118,8 @@ def check_gpu_quantities(ctx: PendingContext) -> list[Finding]:
                     (ref,), (f"containers[{cname}].resources.requests.{r}: {rq}",
                              f"containers[{cname}].resources.limits.{r}: {lm}",
                              *[m for m in events if MUST_EQUAL_RE.search(m)][:1]),
-                    "Make them equal (or set only the limit):\n" + _yaml_resources(r, str(lm)),
+                    Fix("Make them equal (or set only the limit).",
+                        patch=_resources(ctx, cname, r, str(lm))),
                 ))
     if not out:
         out.extend(_quantity_errors_from_events(ctx, ref, events))
@@ -125,15 +136,15 @@ def _quantity_errors_from_events(
         if LIMIT_REQUIRED_RE.search(m):
             out.append(Finding("GPU_LIMIT_MISSING",
                                "The API server rejected the pod: a GPU request without limit.",
-                               (ref,), (m,), "Set limits equal to requests for every GPU."))
+                               (ref,), (m,), Fix("Set limits equal to requests for every GPU.")))
         elif MUST_EQUAL_RE.search(m):
             out.append(Finding("GPU_REQUEST_LIMIT_MISMATCH",
                                "The API server rejected the pod: GPU requests differ from "
-                               "limits.", (ref,), (m,), "Make GPU requests equal to limits."))
+                               "limits.", (ref,), (m,), Fix("Make GPU requests equal to limits.")))
         elif (nm := NOT_INTEGER_RE.search(m)) and is_gpu_resource(nm.group(1)):
             out.append(Finding("GPU_FRACTIONAL_REQUEST",
                                f"The API server rejected a fractional {nm.group(1)}.",
-                               (ref,), (m,), "Ask for whole GPUs."))
+                               (ref,), (m,), Fix("Ask for whole GPUs.")))
     return out
 
 
@@ -207,8 +218,9 @@ def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
                     (ref, *(ObjectRef("Node", n) for n in single[:5])),
                     (f"requested {r}: {q}",
                      *(f"node {n}: {MIG_STRATEGY_LABEL}=single" for n in single[:5])),
-                    f"Request nvidia.com/gpu: {q} with a nodeSelector on nvidia.com/gpu.product "
-                    "(the MIG profile), or switch the ClusterPolicy to mig.strategy: mixed.",
+                    Fix(f"Request nvidia.com/gpu: {q} with a nodeSelector on "
+                        "nvidia.com/gpu.product (the MIG profile), or switch the ClusterPolicy "
+                        "to mig.strategy: mixed."),
                 ))
                 continue
         gpu_names = sorted(a for a in advertised if is_gpu_resource(a))
@@ -219,8 +231,10 @@ def check_unknown_resource(ctx: PendingContext) -> list[Finding]:
             (ref,),
             (f"requested {r}: {q}",
              "GPU resources nodes advertise: " + (", ".join(gpu_names) or "none")),
-            f"Request one of: {', '.join(close or gpu_names) or 'nvidia.com/gpu'} "
-            "(kubectl get nodes -o json | jq '.items[].status.allocatable')",
+            Fix(f"Request one of: {', '.join(close or gpu_names) or 'nvidia.com/gpu'}; "
+                "the nodes' allocatable resources list what exists.",
+                (kubectl("get", "nodes", "-o",
+                         "custom-columns=NODE:.metadata.name,ALLOCATABLE:.status.allocatable"),)),
         ))
     return out
 
@@ -238,10 +252,13 @@ def _renamed(ctx: PendingContext, r: str, q: str, renamed: list[str]) -> Finding
         "UNKNOWN_GPU_RESOURCE",
         f"No node offers {r}: the GPU nodes advertise them as {renamed[0]}.",
         (ctx.target_ref, *(ObjectRef("Node", n) for n in holders[:5])), tuple(evidence),
-        f"Ask for {renamed[0]}: {q} instead of {r}, the name the nodes give their shared "
-        f"GPUs:\nresources:\n  limits:\n    {renamed[0]}: {q}\n"
-        f"(or set renameByDefault: false in the device plugin's sharing config, so that the "
-        f"shared GPUs keep the name {r}; pods asking {renamed[0]} then need changing).")
+        Fix(f"Ask for {renamed[0]}: {q} instead of {r}, the name the nodes give their shared "
+            "GPUs (or set renameByDefault: false in the device plugin's sharing config, so that "
+            f"the shared GPUs keep the name {r}; pods asking {renamed[0]} then need changing).",
+            patch=ctx.swap_resource(r, renamed[0], _quantity(q))))
+
+
+
 
 
 def _explained_by_nodes(ctx: PendingContext, resource: str) -> bool:
@@ -283,7 +300,8 @@ def check_gpu_not_requested(ctx: PendingContext) -> list[Finding]:
         "The workload looks like it needs a GPU but requests none, so it lands on any node "
         "and sees no GPU.",
         (ctx.target_ref,), tuple(proof),
-        f"Add to container {cname}:\n" + _yaml_resources("nvidia.com/gpu", "1"),
+        Fix(f"Ask for a GPU in container {cname}.",
+            patch=_resources(ctx, str(cname), "nvidia.com/gpu", "1")),
     )]
 
 
@@ -308,9 +326,11 @@ def check_runtime_class(ctx: PendingContext) -> list[Finding]:
         (f"spec.runtimeClassName: {name}",
          "RuntimeClasses: " + (", ".join(name_of(rc) for rc in existing) or "none"),
          *proof[:1]),
-        "Create it (the GPU operator does with toolkit enabled):\n"
-        f"apiVersion: node.k8s.io/v1\nkind: RuntimeClass\nmetadata:\n  name: {name}\n"
-        "handler: nvidia",
+        Fix("Create it (the patch is the whole object; the GPU operator creates it with its "
+            "toolkit enabled).", patch=Patch("RuntimeClass", name, "", {
+                "apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass",
+                "metadata": {"name": name}, "handler": "nvidia"}),
+            docs=("https://kubernetes.io/docs/concepts/containers/runtime-class/",)),
     )]
 
 

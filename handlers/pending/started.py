@@ -20,14 +20,16 @@ from functools import cache
 from handlers import topology
 from handlers.cards import catalogue
 from handlers.chain import check_chain
-from handlers.chain.fixtext import Where
+from handlers.chain.fixtext import Where, restart_plugin
 from handlers.chain.inventory import admission_failed
 from handlers.chain.pods import CRASHLOOP, CREATE_ERROR, CREATING, IMAGE_PULL, pod_state
 from handlers.chain.words import say
-from handlers.gpu import requests_gpu
+from handlers.gpu import is_device_plugin_pod, requests_gpu
 from handlers.kube.admission import CPU, DEVICE, MEMORY, Refusal, refusal
+from handlers.kube.commands import kubectl
+from handlers.kube.commands import line as shell_line
 from handlers.logpatterns import classify_log
-from handlers.model import Finding, ObjectRef
+from handlers.model import Finding, Fix, ObjectRef
 from handlers.pending import hooks
 from handlers.pending.context import PendingContext
 
@@ -108,16 +110,19 @@ def check(ctx: PendingContext) -> list[Finding]:
         by_code.setdefault(code, [])
         if line not in by_code[code]:
             by_code[code].append(line)
-    # Fix texts name the node's GPU components, not this pod.
-    where = Where(node_name or "<node>", pod=f"<device-plugin pod on {node_name or 'the node'}>")
+    # Fix texts name the node's GPU components (its device plugin), not this pod; a patch
+    # to the pod's spec goes to what makes it.
+    where = _plugin_where(ctx, node_name)
     for code, lines in by_code.items():
         # The chain's words for the cause, about this pod and its node.
         said = say(code, where)
         out.append(Finding(
             code, f"The pod's own events, status or log show it: {said.summary}",
             (ref, node_ref) if node_name else (ref,), tuple(lines[:_MAX_EVIDENCE]),
-            said.fix or (f"gpubot doctor {node_name}" if node_name else
-                         f"kubectl -n {ctx.namespace} describe pod {ctx.pod_name}"),
+            said.fix or Fix("The node's discovery chain says more.",
+                            (shell_line("gpubot", "doctor", node_name),)) if node_name else
+            said.fix or Fix(commands=(kubectl("describe", "pod", ctx.pod_name,
+                                              namespace=ctx.namespace),)),
             conditions=_OWN))
     # A pod that asked no GPU is not served by the node's GPU chain: its problem is its own.
     node = ctx.reader.get("Node", node_name) if node_name and requests_gpu(pod) else None
@@ -156,17 +161,35 @@ def _refusal_findings(ctx: PendingContext, refused: Refusal, ref: ObjectRef,
         return [Finding(
             REFUSED, f"The kubelet's {manager} on {node_name} refused the pod.", (ref, node_ref),
             (refused.evidence(),),
-            f"The {manager} cannot give the pod what its Guaranteed containers ask on "
-            f"{node_name}: ask for less (whole CPUs: a multiple of the CPUs per core), or run "
-            f"it on a node with more free; kubectl get --raw "
-            f"/api/v1/nodes/{node_name}/proxy/configz shows the kubelet's policies.",
+            Fix(f"The {manager} cannot give the pod what its Guaranteed containers ask on "
+                f"{node_name}: ask for less (whole CPUs: a multiple of the CPUs per core), or "
+                "run it on a node with more free. The kubelet's configz shows its policies.",
+                (kubectl("get", "--raw", f"/api/v1/nodes/{node_name}/proxy/configz"),)),
             conditions=_OWN)]
     actions = (("restart-device-plugin", node_name),) if refused.part == DEVICE else ()
     return [Finding(
         REFUSED, f"Kubelet on {node_name} rejected the pod's GPU allocation.", (ref, node_ref),
         (refused.evidence(),),
-        "Delete the pod so that its controller recreates it; if it repeats, restart the "
-        f"device plugin on {node_name}.", actions, conditions=_OWN)]
+        Fix("Delete the pod so that its controller recreates it; if it repeats, restart the "
+            f"device plugin on {node_name}.",
+            (kubectl("delete", "pod", ctx.pod_name, namespace=ctx.namespace),
+             *restart_plugin(_plugin_where(ctx, node_name)))), actions, conditions=_OWN)]
+
+
+def _plugin_where(ctx: PendingContext, node: str | None) -> Where:
+    """The node and the device-plugin pod on it (by name and by its stable labels), with
+    the target's spec owner."""
+    plugin = next((p for p in ctx.reader.pods_on([node]).get(node, ())
+                   if is_device_plugin_pod(p)), None) if node else None
+    if plugin is None:
+        return Where(node or "", pod="", owner=ctx.spec_owner)
+    meta = plugin.get("metadata") or {}
+    lab = meta.get("labels") or {}
+    keys = [k for k in ("app.kubernetes.io/name", "app.kubernetes.io/instance", "app", "name")
+            if lab.get(k)][:2]
+    return Where(str(node), str(meta.get("namespace") or ""), str(meta.get("name") or ""),
+                 plugin_selector=",".join(f"{k}={lab[k]}" for k in keys),
+                 plugin_namespace=str(meta.get("namespace") or ""), owner=ctx.spec_owner)
 
 
 def _own_log_lines(ctx: PendingContext) -> list[tuple[str, str]]:

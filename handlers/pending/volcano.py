@@ -15,8 +15,9 @@ from __future__ import annotations
 import re
 
 from handlers.gpu import is_gpu_resource, name_of, ns_of
+from handlers.kube.commands import kubectl
 from handlers.kube.quantity import fmt_quantity, parse_quantity
-from handlers.model import Finding, ObjectRef
+from handlers.model import Finding, Fix, ObjectRef, Patch
 from handlers.pending.context import PendingContext
 from handlers.view import Obj
 
@@ -82,8 +83,9 @@ def _closed_finding(ctx: PendingContext, queue: str, state: str,
         f"Volcano queue {queue} is {state}: it takes no new work, so the workload waits "
         "(its pods are refused or never enqueued).",
         (ctx.target_ref, ObjectRef("Queue", queue)), tuple(evidence),
-        f"Open the queue: vcctl queue operate --name {queue} --action open; or submit to an "
-        "open queue (annotation scheduling.volcano.sh/queue-name; kubectl get queues)",
+        Fix("Open the queue (Volcano's vcctl: queue operate --action open), or submit to an "
+            "open queue (annotation scheduling.volcano.sh/queue-name).",
+            (kubectl("get", "queues.scheduling.volcano.sh"),)),
     )
 
 
@@ -92,7 +94,8 @@ def _quota_finding(ctx: PendingContext, queue_name: str, queue: Obj | None, pg: 
     evidence = [f"PodGroup {name_of(pg)} (queue {queue_name}): {words}"]
     need = {str(r): parse_quantity(v) for r, v in
             ((pg.get("spec") or {}).get("minResources") or {}).items()}
-    fix = f"Free the queue's GPUs or raise its capability: kubectl edit queue {queue_name}"
+    edit = kubectl("edit", "queues.scheduling.volcano.sh", queue_name)
+    fix = Fix("Free the queue's GPUs or raise its capability.", (edit,))
     if queue is not None:
         spec, st = queue.get("spec") or {}, queue.get("status") or {}
         cap = {str(r): parse_quantity(v) for r, v in (spec.get("capability") or {}).items()}
@@ -116,9 +119,11 @@ def _quota_finding(ctx: PendingContext, queue_name: str, queue: Obj | None, pg: 
             evidence.append(f"Queue {queue_name} {r}: " + ", ".join(parts))
             limit = cap.get(r, deserved.get(r))
             if limit is not None and r in need:
-                fix = (f"Wait for the queue's running PodGroups to finish, or raise the queue's "
-                       f"capability for {r} to {fmt_quantity(used.get(r, 0.0) + need[r])}: "
-                       f"kubectl edit queue {queue_name}")
+                fix = Fix("Wait for the queue's running PodGroups to finish, or raise the "
+                          f"queue's capability for {r} to "
+                          f"{fmt_quantity(used.get(r, 0.0) + need[r])}.",
+                          (edit,), Patch("Queue", queue_name, "spec.capability", {
+                              r: fmt_quantity(used.get(r, 0.0) + need[r])}))
         for ref, res in holders[:5]:
             gpus = ", ".join(f"{fmt_quantity(v)} {r}" for r, v in res.items()
                              if is_gpu_resource(r))

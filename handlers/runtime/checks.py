@@ -13,8 +13,10 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from handlers.fixes import xid_fix
 from handlers.knowledge.xid import severity_conditions, xid_info
-from handlers.model import Diagnosis, Finding, ObjectRef
+from handlers.kube.commands import kubectl, line
+from handlers.model import Diagnosis, Finding, Fix, ObjectRef
 from handlers.runtime.labels import gpu_of, node_of, pod_of
 from handlers.runtime.source import MetricsError, MetricsSource, Sample
 from handlers.timefmt import seconds_since
@@ -103,9 +105,7 @@ class _Run:
             "METRICS_UNAVAILABLE",
             f"{head}; not checked: " + "; ".join(m.split(":")[0] for m in self.missing) + ".",
             evidence=tuple(self.missing),
-            fix=("Check the Prometheus URL and credentials (--prometheus, "
-                 "GPUBOT_PROMETHEUS_URL), and that dcgm-exporter and kube-state-metrics are "
-                 "scraped: curl -s $URL/api/v1/query?query=up"),
+            fix=_metrics_fix(self.metrics.source),
         ))
         for m in self.missing:
             line = f"metrics: {m}"
@@ -142,26 +142,15 @@ def check_xid(run: _Run, nodes: Iterable[str] | None) -> list[Finding]:
         if info is None:
             summary = (f"{node}: {gpu} reported Xid {code}, which gpubot's table does not "
                        "know.")
-            fix = ("Look it up in NVIDIA's Xid catalogue: "
-                   "https://docs.nvidia.com/deploy/xid-errors/index.html; on the node: "
-                   "dmesg | grep -i xid")
         else:
             summary = (f"{node}: {gpu} reported Xid {code} ({info.name}): "
                        f"{_ACTION_TEXT.get(info.action, info.action)}.")
             evidence.append(f"Xid {code}: {info.meaning} (source: {info.source})")
             if info.hardware:
                 evidence.append("a hardware fault: restarting the device plugin does not help")
-            fix = {"app-fix": "kubectl get pods -A --field-selector spec.nodeName=" + node
-                              + "  # find the workload on that GPU and fix it",
-                   "reset": f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data"
-                            "\nOn the node: nvidia-smi -r (or reboot), then kubectl uncordon "
-                            + node,
-                   "drain": f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data"
-                            f"\nReboot the node, then: kubectl uncordon {node}",
-                   "repair": f"kubectl cordon {node}\nOpen a hardware case with the vendor "
-                             "(nvidia-bug-report.sh on the node)"}.get(info.action, "")
         out.append(Finding("GPU_XID_ERRORS", summary, (ObjectRef("Node", node),),
-                           tuple(evidence), fix, conditions=severity_conditions(info)))
+                           tuple(evidence), xid_fix(node, code, info),
+                           conditions=severity_conditions(info)))
     return out
 
 
@@ -204,9 +193,9 @@ def _owner(reader: Reader, ns: str, pod: str) -> str:
     return f"{kind.lower()}/{name}"
 
 
-def check_idle(run: _Run, reader: Reader, diag: Diagnosis) -> list[Finding]:
-    """GPU_IDLE_ALLOCATED: GPUs held by pods whose utilisation stayed below the threshold
-    for the whole window."""
+def _idle(run: _Run, reader: Reader) -> dict[tuple[str, str], list[str]]:
+    """(namespace, pod) -> one evidence line per GPU it holds below the threshold for the
+    whole window."""
     window, threshold = run.metrics.idle_window, run.metrics.idle_threshold
     q = idle_query(window, threshold)
     samples = run.query(q, f"idle GPUs ({UTIL} from dcgm-exporter)", metric=UTIL)
@@ -219,6 +208,26 @@ def check_idle(run: _Run, reader: Reader, diag: Diagnosis) -> list[Finding]:
         idle.setdefault(held, []).append(
             f"{held[0]}/{held[1]} on {node_of(s.labels) or '?'} {gpu_of(s.labels)}: "
             f"max utilisation {s.value:g}% over {window}")
+    return idle
+
+
+def idle_pods(reader: Reader, diag: Diagnosis) -> dict[tuple[str, str], int]:
+    """GPUs held by idle pods, per (namespace, pod), for reports that count them (the
+    digest); what could not be checked goes on ``diag`` as METRICS_UNAVAILABLE. Empty
+    without a metrics source."""
+    if reader.metrics is None:
+        return {}
+    run = _Run(reader.metrics)
+    idle = _idle(run, reader)
+    run.finish(diag)
+    return {held: len(lines) for held, lines in idle.items()}
+
+
+def check_idle(run: _Run, reader: Reader, diag: Diagnosis) -> list[Finding]:
+    """GPU_IDLE_ALLOCATED: GPUs held by pods whose utilisation stayed below the threshold
+    for the whole window."""
+    window, threshold = run.metrics.idle_window, run.metrics.idle_threshold
+    idle = _idle(run, reader)
     if not idle:
         return []
     shortage = any(c in _SHORTAGE for c in diag.codes)
@@ -232,10 +241,10 @@ def check_idle(run: _Run, reader: Reader, diag: Diagnosis) -> list[Finding]:
         f"for {window}: {pods}." + (" They are the GPUs this pod could have." if shortage
                                     else ""),
         tuple(ObjectRef("Pod", pod, ns) for ns, pod in sorted(idle)), tuple(evidence),
-        "Ask the owners to scale down or delete the idle workloads, e.g. "
-        + "; ".join(f"kubectl -n {ns} scale {owners[(ns, pod)]} --replicas=0"
-                    if owners[(ns, pod)].startswith(("deployment/", "statefulset/"))
-                    else f"kubectl -n {ns} delete pod {pod}" for ns, pod in sorted(idle)[:3]),
+        Fix("Ask the owners to scale down or delete the idle workloads.", tuple(
+            kubectl("scale", owners[(ns, pod)], "--replicas=0", namespace=ns)
+            if owners[(ns, pod)].startswith(("deployment/", "statefulset/"))
+            else kubectl("delete", "pod", pod, namespace=ns) for ns, pod in sorted(idle)[:3])),
         conditions=frozenset({"shortage"} if shortage else ()),
     )]
 
@@ -291,3 +300,12 @@ def enrich(reader: Reader, diag: Diagnosis, *, nodes: Iterable[str] | None = Non
         quota_figures(run, namespace)
     run.finish(diag)
 
+
+
+def _metrics_fix(source: str) -> Fix:
+    """Where Prometheus is: its own answer to ``up`` shows what it scrapes."""
+    url = source.split()[-1] if source.split() else ""
+    return Fix("Check the Prometheus URL and credentials (--prometheus, GPUBOT_PROMETHEUS_URL), "
+               "and that dcgm-exporter and kube-state-metrics are scraped.",
+               (line("curl", "-s", f"{url.rstrip('/')}/api/v1/query?query=up"),)
+               if url.startswith(("http://", "https://")) else ())

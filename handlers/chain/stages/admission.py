@@ -7,15 +7,17 @@ the fix is the pod's GPU count, another node, or the kubelet's policy
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from handlers import topology
 from handlers.chain.facts import NodeFacts
-from handlers.chain.fixtext import Where
+from handlers.chain.fixtext import Where, restart_plugin, restart_pod
 from handlers.chain.outcome import Draft, Outcome
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
 from handlers.gpu import name_of, ns_of
 from handlers.kube.admission import DEVICE, RESOURCE, Refusal, refusal
-from handlers.model import ObjectRef
+from handlers.model import Fix, ObjectRef
 from handlers.view import Obj
 
 CODE = "DEVICE_ADMISSION_FAILED"
@@ -37,7 +39,8 @@ def admission(n: NodeFacts, before: Before) -> Outcome:
     first = pods[0]
     # A plugin restart helps the device manager, not the CPU or memory manager.
     device = any(r.part in (DEVICE, RESOURCE) for _, r in refused)
-    return Outcome((n.draft(CODE, ev, where=Where(n.name, ns_of(first), name_of(first)),
+    return Outcome((n.draft(CODE, ev, where=replace(n.where, namespace=ns_of(first),
+                                                    pod=name_of(first)),
                             objects=objects,
                             actions=[("restart-device-plugin", n.name)] if device else []),))
 
@@ -62,7 +65,6 @@ def _topology(n: NodeFacts, first: tuple[Obj, Refusal], ev: list[str],
 def _refused(w: Where) -> Words:
     return Words(
         f"The kubelet on {w.node} rejected pods' GPU allocation.",
-        f"kubectl delete pod -n {w.namespace} {w.pod}   # its controller creates a new one\n"
-        "If it happens again, restart the device plugin so kubelet and plugin agree on "
-        f"the healthy devices: kubectl -n <plugin namespace> delete pod "
-        f"<device-plugin pod on {w.node}>")
+        Fix("Delete the pod: its controller creates a new one. If it happens again, restart "
+            "the device plugin so that kubelet and plugin agree on the healthy devices.",
+            (*restart_pod(w, "its controller creates a new one"), *restart_plugin(w))))

@@ -31,6 +31,8 @@ from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
 from handlers.gpu import GPU_RESOURCE, name_of
 from handlers.knowledge.logs import active
+from handlers.kube.commands import kubectl, node_shell, pods_on_node
+from handlers.model import Fix
 
 CODE = "DRIVER_NOT_READY"
 # knowledge/logs.yaml entries read here beyond the codes their lines prove.
@@ -124,29 +126,29 @@ def _passthrough(n: NodeFacts, evidence: list[str], st: PodState | None) -> Draf
         CODE,
         f"No NVIDIA driver serves the GPUs of {node}: vfio-pci holds them for VM "
         "passthrough, and container GPU components there need the driver.",
-        f"Decide what {node} is for.\n"
-        f"VMs: keep container GPU components off it (their DaemonSets' node affinity: key "
-        f"{WORKLOAD_LABEL}, operator NotIn, values [{VM_PASSTHROUGH}]).\n"
-        f"Containers: kubectl label node {node} {WORKLOAD_LABEL}=container --overwrite   # "
-        "the GPU operator unbinds vfio-pci and deploys the driver\n"
-        "Without the operator: remove vfio-pci.ids from the kernel command line (or "
-        "driverctl unset-override <pci address>), reboot, and load nvidia: "
-        f"kubectl debug node/{node} -it --image=ubuntu -- chroot /host sh -c "
-        "'lspci -nnk -d 10de:; lsmod | grep -E \"nvidia|vfio\"'",
+        Fix(f"Decide what {node} is for. VMs: keep container GPU components off it (their "
+            f"DaemonSets' node affinity: key {WORKLOAD_LABEL}, operator NotIn, values "
+            f"[{VM_PASSTHROUGH}]). Containers: label it so; the GPU operator then unbinds "
+            "vfio-pci and deploys the driver. Without the operator: remove vfio-pci.ids from "
+            "the kernel command line (or driverctl unset-override the GPUs' PCI addresses), "
+            "reboot, and load nvidia; the last command shows who holds the GPUs.",
+            (kubectl("label", "node", node, f"{WORKLOAD_LABEL}=container", "--overwrite"),
+             node_shell(node, 'lspci -nnk -d 10de:; lsmod | grep -E "nvidia|vfio"'))),
         objs, tuple(evidence))
 
 
 @words(CODE)
 def _not_ready(w: Where) -> Words:
     n, ns = w.node, w.namespace
-    how = (("GPU operator: a kernel update needs a driver image built for the new kernel; "
-            f"rebuild it with kubectl -n {ns} delete pod -l app=nvidia-driver-daemonset "
-            f"--field-selector spec.nodeName={n}.")
-           if managed(w, "driver") else
-           (f"The driver is installed on the host ({why(w, 'driver')}): reinstall it for "
-            "the running kernel (modprobe nvidia) or reboot the node."))
-    return Words(
-        f"The NVIDIA driver is not loaded or not ready on {n}.",
-        f"{logs_cmd(w)}   # why the driver did not load\n"
-        f"kubectl debug node/{n} -it --image=ubuntu -- chroot /host sh -c "
-        "'lsmod | grep nvidia; dmesg | grep -iE \"nvrm|nvidia\" | tail -20'\n" + how)
+    if managed(w, "driver"):
+        how = Fix("GPU operator: a kernel update needs a driver image built for the new "
+                  "kernel; deleting the node's driver pod rebuilds it.",
+                  (kubectl("delete", "pod", "-l", "app=nvidia-driver-daemonset",
+                           "--field-selector", pods_on_node(n), namespace=ns),))
+    else:
+        how = Fix(f"The driver is installed on the host ({why(w, 'driver')}): reinstall it for "
+                  "the running kernel (modprobe nvidia) or reboot the node.")
+    look = Fix("Its log and the node's kernel say why the driver did not load.", (
+        *logs_cmd(w), node_shell(n, 'lsmod | grep nvidia; dmesg | grep -iE "nvrm|nvidia" | '
+                                 'tail -20')))
+    return Words(f"The NVIDIA driver is not loaded or not ready on {n}.", look.then(how))

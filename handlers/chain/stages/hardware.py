@@ -12,6 +12,8 @@ from handlers.chain.outcome import Outcome
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
 from handlers.gpu import gpu_meant_by, nfd_pci_nvidia, nfd_running
+from handlers.kube.commands import drain, kubectl, node_shell
+from handlers.model import Fix
 
 CHECK = "hardware (NFD pci-10de)"
 
@@ -42,10 +44,9 @@ def _not_detected(w: Where) -> Words:
     n = w.node
     return Words(
         f"{n} is meant to have GPUs but NFD reports no NVIDIA PCI device.",
-        f"kubectl debug node/{n} -it --image=ubuntu -- chroot /host sh -c "
-        "'lspci -nn | grep -i 10de; dmesg | grep -i xid'\n"
-        "No NVIDIA device listed: the machine has no GPU attached (wrong instance type, "
-        "PCI passthrough not configured, or a GPU fallen off the bus): replace the node, "
-        f"kubectl drain {n} --ignore-daemonsets --delete-emptydir-data && kubectl delete "
-        f"node {n}. Listed: restart the NFD worker on {n} so it relabels the node.")
-
+        Fix("See whether the machine lists an NVIDIA device. None listed: it has no GPU "
+            "attached (wrong instance type, PCI passthrough not configured, or a GPU fallen "
+            "off the bus): drain and replace the node. Listed: restart the NFD worker on "
+            f"{n} so that it labels the node again.",
+            (node_shell(n, "lspci -nn | grep -i 10de; dmesg | grep -i xid"), drain(n),
+             kubectl("delete", "node", n, note="once drained, to replace it"))))

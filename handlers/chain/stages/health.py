@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts
 from handlers.chain.faults import hardware_faults, repair_fix
-from handlers.chain.fixtext import Where
+from handlers.chain.fixtext import Where, restart_plugin, restart_pod
 from handlers.chain.outcome import Draft, Note, Outcome
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
 from handlers.codes import code_rank
+from handlers.kube.commands import drain, node_shell
 from handlers.logpatterns import classify_log
+from handlers.model import Fix
 
 CODE = "GPU_UNHEALTHY"
 _MAX_LOG_EVIDENCE = 4
@@ -54,8 +56,9 @@ def _unhealthy(w: Where) -> Words:
     n = w.node
     return Words(
         f"The device plugin marked GPUs on {n} unhealthy.",
-        f"kubectl -n {w.namespace} delete pod {w.pod}   # the plugin re-checks device health "
-        f"on start\nkubectl debug node/{n} -it --image=ubuntu -- chroot /host sh -c "
-        "'dmesg | grep -i xid; nvidia-smi -q | grep -i -A2 retired'\n"
-        "Xid 79 (fallen off the bus), 48/63/64/94/95 (ECC): drain the node and reset or "
-        f"replace the GPU: kubectl drain {n} --ignore-daemonsets --delete-emptydir-data")
+        Fix("Restart the device plugin: it checks device health when it starts. Xid 79 "
+            "(fallen off the bus) or 48/63/64/94/95 (ECC) in the node's kernel log: drain the "
+            "node and reset or replace the GPU.",
+            (*(restart_pod(w) or restart_plugin(w)),
+             node_shell(n, "dmesg | grep -i xid; nvidia-smi -q | grep -i -A2 retired"),
+             drain(n))))

@@ -20,9 +20,10 @@ from handlers.chain.outcome import Draft, Outcome
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
 from handlers.knowledge.node_conditions import Hit, known_types, matches
+from handlers.kube.commands import drain, kubectl, node_shell
+from handlers.model import Fix
 
 CHECK = "node health agents (GPU conditions)"
-_DRAIN = "kubectl drain {node} --ignore-daemonsets --delete-emptydir-data"
 
 
 @stage("health-agents", after=("hardware",), check=CHECK)
@@ -63,13 +64,13 @@ def _draft(n: NodeFacts, code: str, hits: list[Hit]) -> Draft:
     return said
 
 
-def _repair(node: str, look: str) -> str:
-    return (f"kubectl cordon {node}\n{_DRAIN.format(node=node)}\n"
-            f"kubectl debug node/{node} -it --image=ubuntu -- chroot /host sh -c '{look}'\n"
-            "Then reboot the node; if the fault stays, replace it (AKS: delete the VMSS "
-            "instance; EKS: node auto repair replaces it, or terminate the instance) and open "
-            "a hardware case with nvidia-bug-report.sh's output. Restarting the device plugin "
-            "does not bring hardware back.")
+def _repair(node: str, look: str) -> Fix:
+    return Fix(
+        "Drain the node and look at its GPUs. Then reboot the node; if the fault stays, "
+        "replace it (AKS: delete the VMSS instance; EKS: node auto repair replaces it, or "
+        "terminate the instance) and open a hardware case with nvidia-bug-report.sh's "
+        "output. Restarting the device plugin does not bring hardware back.",
+        (kubectl("cordon", node), drain(node), node_shell(node, look)))
 
 
 @words("GPU_MISSING")

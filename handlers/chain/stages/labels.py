@@ -9,14 +9,17 @@ not select on its labels has no problem here (shared/spec/finding-codes.md).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from handlers.chain.facts import NodeFacts
-from handlers.chain.fixtext import Where, has_operator
+from handlers.chain.fixtext import Where, chart_upgrade, has_operator, policy_of
 from handlers.chain.outcome import Outcome
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
 from handlers.gpu import GFD_LABELS, name_of, ns_of
+from handlers.kube.commands import kubectl, merge_patch, pods_on_node
+from handlers.model import Fix
 
 CODE = "NFD_LABELS_MISSING"
 _CLOUD_ACCEL = ("cloud.google.com/gke-accelerator", "k8s.amazonaws.com/accelerator")
@@ -50,7 +53,7 @@ def labels(n: NodeFacts, before: Before) -> Outcome:
         cond = frozenset({"cloud-labels"})
         ev.append(f"{cloud[0]}={n.lab[cloud[0]]} (cloud accelerator label)")
     return Outcome((n.draft(CODE, ev, conditions=cond,
-                            where=Where(n.name, n.ns, driver=n.where.driver)),))
+                            where=replace(n.where, namespace=n.ns)),))
 
 
 def _selecting(n: NodeFacts, missing: list[str]) -> list[str]:
@@ -77,11 +80,15 @@ def _selector_keys(pod: dict[str, Any]) -> set[str]:
 
 @words(CODE)
 def _missing(w: Where) -> Words:
+    enable: tuple[str, ...] = ()
+    if has_operator(w):
+        enable += (merge_patch("clusterpolicy", policy_of(w),
+                               {"spec": {"gfd": {"enabled": True}}}),)
+    enable += chart_upgrade(w, "gfd.enabled=true")
     return Words(
         f"GPU feature labels are missing on {w.node}.",
-        "GPU Feature Discovery sets these labels: check its pod on the node "
-        f"(kubectl -n {w.namespace} get pods -o wide --field-selector spec.nodeName={w.node} | "
-        "grep feature-discovery) and enable it ("
-        + ("GPU operator: ClusterPolicy spec.gfd.enable: true; " if has_operator(w) else "")
-        + "device-plugin chart: helm upgrade nvdp nvidia/nvidia-device-plugin "
-        "--set gfd.enabled=true).")
+        Fix("GPU Feature Discovery sets these labels: see its pod on the node, and enable it "
+            "(in the GPU operator's ClusterPolicy, or the device-plugin chart's gfd.enabled).",
+            (kubectl("get", "pods", "-o", "wide", "--field-selector", pods_on_node(w.node),
+                     namespace=w.namespace), *enable),
+            docs=("https://github.com/NVIDIA/gpu-feature-discovery",)))

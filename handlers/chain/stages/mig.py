@@ -9,7 +9,9 @@ from handlers.chain.outcome import Outcome
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
 from handlers.gpu import MIG_CONFIG_STATE_LABEL, MIG_STRATEGY_LABEL
+from handlers.kube.commands import kubectl
 from handlers.logpatterns import classify_log, last_lines
+from handlers.model import Fix
 
 CODE = "MIG_CONFIG_FAILED"
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
@@ -40,8 +42,14 @@ def mig(n: NodeFacts, before: Before) -> Outcome:
 def _failed(w: Where) -> Words:
     return Words(
         f"MIG reconfiguration failed on {w.node}.",
-        f"{logs_cmd(w, previous=False)}   # mig-manager's error\n"
-        f"Check the profile in nvidia.com/mig.config exists in the mig-parted config "
-        f"(kubectl -n {w.namespace} get cm default-mig-parted-config -o yaml) and fits the "
-        "GPU; stop GPU workloads on the node (MIG mode changes need idle GPUs), then apply it "
-        f"again: kubectl label node {w.node} nvidia.com/mig.config=<profile> --overwrite")
+        Fix("mig-manager's log says what failed. Check that the profile the node's "
+            "nvidia.com/mig.config label names exists in the mig-parted config and fits the "
+            "GPU; stop the GPU workloads on the node (MIG mode changes need idle GPUs), then "
+            "label the node with the profile again.",
+            (*logs_cmd(w, previous=False),
+             kubectl("get", "node", w.node, "-L", "nvidia.com/mig.config,"
+                     "nvidia.com/mig.config.state"),
+             kubectl("get", "cm", "default-mig-parted-config", "-o", "yaml",
+                     namespace=w.namespace)),
+            docs=("https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/"
+                  "gpu-operator-mig.html",)))

@@ -9,11 +9,13 @@ A component that fails because the driver or runtime is broken is evidence for t
 from __future__ import annotations
 
 from handlers.chain.facts import UPSTREAM, NodeFacts, sourced
-from handlers.chain.fixtext import Where, logs_cmd, policy_patch
+from handlers.chain.fixtext import Where, logs_cmd, policy_name, policy_patch
 from handlers.chain.outcome import Draft, Outcome, Waiting
 from handlers.chain.pods import CREATING, IMAGE_PULL, pod_state
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
+from handlers.kube.commands import kubectl
+from handlers.model import Fix
 
 CODE = "OPERATOR_COMPONENT_FAILING"
 # A component whose own failure has a code of its own.
@@ -62,18 +64,25 @@ def operator(n: NodeFacts, before: Before) -> Outcome:
 @words(CODE)
 def _failing(w: Where) -> Words:
     return Words(f"A GPU operator component is not ready on {w.node}.",
-                 f"kubectl -n {w.namespace} describe pod {w.pod}\n{logs_cmd(w)}")
+                 Fix("Its events and log say why.", _describe(w) + logs_cmd(w)))
+
+
+def _describe(w: Where, note: str = "") -> tuple[str, ...]:
+    return (kubectl("describe", "pod", w.pod, namespace=w.namespace, note=note),) if w.pod \
+        else ()
 
 
 @words("OPERATOR_IMAGE_PULL")
 def _image_pull(w: Where) -> Words:
     os_image = f"; this node runs {w.setup.os_image}" if w.setup and w.setup.os_image else ""
-    version = (w.setup.newer.driver if w.setup and w.setup.newer
-               else "<version published for the OS>")
+    version = w.setup.newer.driver if w.setup and w.setup.newer else ""
     return Words(
         f"A GPU operator image cannot be pulled on {w.node}.",
-        f"kubectl -n {w.namespace} describe pod {w.pod}   # the registry's answer\n"
-        "Driver images are published per OS (<version>-ubuntu22.04, -ubuntu24.04, "
-        f"-rhel9.4){os_image}: set a driver version published for it in "
-        + policy_patch(w, "driver", version)
-        + "; for a private registry set spec.<component>.repository and imagePullSecrets.")
+        Fix("Driver images are published per OS (VERSION-ubuntu22.04, -ubuntu24.04, "
+            f"-rhel9.4){os_image}: set a driver version published for it in ClusterPolicy "
+            f"{policy_name(w, 'driver')}"
+            + (f" ({version} runs on another node)" if version else "")
+            + "; for a private registry set spec.<component>.repository and imagePullSecrets.",
+            _describe(w, "the registry's answer")
+            + ((policy_patch(w, "driver", version),) if version else ()),
+            docs=("https://catalog.ngc.nvidia.com/orgs/nvidia/containers/driver/tags",)))

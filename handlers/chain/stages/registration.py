@@ -14,15 +14,17 @@ could not enumerate, unless the node's health agent reports it gone (GPU_MISSING
 from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts, sourced
-from handlers.chain.fixtext import Where
+from handlers.chain.fixtext import Where, restart_pod
 from handlers.chain.outcome import Draft, Outcome
 from handlers.chain.pods import PodState
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
 from handlers.gpu import GPU_RESOURCE, dra_component, gpu_meant_by
 from handlers.knowledge.logs import active
+from handlers.kube.commands import drain, kubectl, node_shell
 from handlers.ledger import physical_said
 from handlers.logpatterns import last_lines
+from handlers.model import Fix
 
 CODE = "GPU_NOT_ADVERTISED"
 REGISTRATION = "KUBELET_REGISTRATION_FAILED"
@@ -98,10 +100,10 @@ def _found_no_devices(n: NodeFacts, st: PodState, container: str, ev: list[str])
         CODE,
         f"The device plugin on {n.name} found no GPU when it started and waits without "
         f"registering any: {n.name} advertises none.",
-        f"kubectl -n {w.namespace} delete pod {w.pod}   # the plugin looks for GPUs only when "
-        "it starts (after a reboot or a driver upgrade it can start before the GPUs are up)\n"
-        f"Still none: kubectl debug node/{n.name} -it --image=ubuntu -- chroot /host "
-        "nvidia-smi -L   # no GPU listed: the driver is the fault, fix it first",
+        Fix("Restart the plugin: it looks for GPUs only when it starts (after a reboot or a "
+            "driver upgrade it can start before the GPUs are up). Still none: see whether "
+            "the driver lists any; none listed means the driver is the fault, to fix first.",
+            (*restart_pod(w), node_shell(n.name, "nvidia-smi -L"))),
         (n.ref, st.ref), (*ev, *_restarts(st)))
 
 
@@ -129,11 +131,10 @@ def _partial(n: NodeFacts, cap: float | None) -> tuple[Draft, ...]:
         return ()
     return (Draft(
         CODE, f"{n.name} advertises {cap:g} of its {said.gpus} GPUs.",
-        f"kubectl debug node/{n.name} -it --image=ubuntu -- chroot /host sh -c "
-        "'nvidia-smi -L; lspci -nn | grep -i 10de; dmesg | grep -i xid'\n"
-        "A GPU listed by lspci but missing from nvidia-smi (Xid 79, fallen off the bus) "
-        "needs a node reboot or a hardware replacement: kubectl drain "
-        f"{n.name} --ignore-daemonsets --delete-emptydir-data",
+        Fix("A GPU listed by lspci but missing from nvidia-smi (Xid 79, fallen off the bus) "
+            "needs a node reboot or a hardware replacement: drain the node first.",
+            (node_shell(n.name, "nvidia-smi -L; lspci -nn | grep -i 10de; dmesg | grep -i xid"),
+             drain(n.name))),
         (n.ref,),
         (f"node {n.name} capacity nvidia.com/gpu: {cap:g} < {said.evidence}",
          "the device plugin enumerates fewer GPUs than the node has (a GPU fell off "
@@ -145,16 +146,20 @@ def _partial(n: NodeFacts, cap: float | None) -> tuple[Draft, ...]:
 def _not_advertised(w: Where) -> Words:
     return Words(
         f"{w.node} does not advertise its GPUs (nvidia.com/gpu).",
-        "Fix the cause in the chain (the other findings on this node), then check: "
-        f"kubectl get node {w.node} -o jsonpath='{{.status.capacity.nvidia\\.com/gpu}}'")
+        Fix("Fix the cause in the chain (the other findings on this node), then check what "
+            "the node advertises.",
+            (kubectl("get", "node", w.node, "-o",
+                     "jsonpath={.status.capacity.nvidia\\.com/gpu}"),)))
 
 
 @words(REGISTRATION)
 def _not_registered(w: Where) -> Words:
     return Words(
         f"The device plugin on {w.node} runs, but the kubelet has not registered it.",
-        f"kubectl -n {w.namespace} delete pod {w.pod}   # the plugin registers again when it "
-        f"starts\nOn {w.node}: ls -l /var/lib/kubelet/device-plugins/   # kubelet.sock must "
-        "exist\njournalctl -u kubelet | grep -i 'device plugin'\n"
-        "A kubelet with a non-default --root-dir (k0s, microk8s) needs that directory "
-        "mounted at /var/lib/kubelet/device-plugins in the plugin pod.")
+        Fix("Restart the plugin: it registers again when it starts. kubelet.sock must exist "
+            "in the kubelet's device-plugin directory, and the kubelet's log says why it "
+            "refused. A kubelet with a non-default --root-dir (k0s, microk8s) needs that "
+            "directory mounted at /var/lib/kubelet/device-plugins in the plugin pod.",
+            (*restart_pod(w),
+             node_shell(w.node, "ls -l /var/lib/kubelet/device-plugins/; "
+                                "journalctl -u kubelet | grep -i 'device plugin' | tail -20"))))

@@ -7,14 +7,15 @@ replicas). The ConfigMap itself is read once for the cluster (``handlers/chain/s
 from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts
-from handlers.chain.fixtext import Where, logs_cmd
+from handlers.chain.fixtext import Where, logs_cmd, restart_plugin, restart_pod
 from handlers.chain.outcome import Draft, Outcome, Retell
-from handlers.chain.sharing import REPLICAS_LABEL, replicas_of
+from handlers.chain.sharing import REPLICAS_LABEL, TIME_SLICING_DOCS, replicas_of
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
 from handlers.gpu import DEVICE_PLUGIN_CONFIG_LABEL, seen_gpu_count
+from handlers.kube.commands import kubectl
 from handlers.ledger import physical_count
-from handlers.model import ObjectRef
+from handlers.model import Fix, ObjectRef
 
 CODE = "TIMESLICING_CONFIG_INVALID"
 CHECK = "time-slicing config"
@@ -32,16 +33,19 @@ def sharing(n: NodeFacts, before: Before) -> Outcome:
         return Outcome(passed=True)
     cm_ref = ObjectRef("ConfigMap", cfg.name, cfg.namespace)
     keys = sorted(list(cfg.entries) + list(cfg.errors))
-    fix_base = (f"kubectl get node {n.name} -L {DEVICE_PLUGIN_CONFIG_LABEL},{REPLICAS_LABEL}"
-                f"\nkubectl -n {cfg.namespace} get configmap {cfg.name} -o yaml")
+    look = (kubectl("get", "node", n.name, "-L",
+                    f"{DEVICE_PLUGIN_CONFIG_LABEL},{REPLICAS_LABEL}"),
+            kubectl("get", "configmap", cfg.name, "-o", "yaml", namespace=cfg.namespace))
     if key not in cfg.entries and key not in cfg.errors:
         if why == "label":
-            fix = (f"kubectl label node {n.name} {DEVICE_PLUGIN_CONFIG_LABEL}="
-                   f"{keys[0] if keys else '<key>'} --overwrite   # a key of configmap "
-                   f"{cfg.label}: {', '.join(keys)}\n" + fix_base)
+            fix = Fix(f"Label the node with a key configmap {cfg.label} has "
+                      f"({', '.join(keys) or 'it has none'}).",
+                      ((kubectl("label", "node", n.name,
+                                f"{DEVICE_PLUGIN_CONFIG_LABEL}={keys[0]}", "--overwrite"),)
+                       if keys else ()) + look, docs=(TIME_SLICING_DOCS,))
         else:
-            fix = (f"Add key {key!r} to configmap {cfg.label} or fix the default in "
-                   f"{cfg.source}\n" + fix_base)
+            fix = Fix(f"Add key {key!r} to configmap {cfg.label} or fix the default in "
+                      f"{cfg.source}.", look, docs=(TIME_SLICING_DOCS,))
         src = (f"{DEVICE_PLUGIN_CONFIG_LABEL}={key}" if why == "label"
                else f"default config {key!r} ({cfg.source})")
         summary = (f"{n.name} asks for sharing config {key!r}, which configmap "
@@ -50,16 +54,15 @@ def sharing(n: NodeFacts, before: Before) -> Outcome:
             src, f"configmap {cfg.label} keys: {', '.join(keys) or 'none'}", cfg.source)))
     if key in cfg.errors:
         summary = f"The sharing config {key!r} that {n.name} uses does not parse."
-        fix = (f"kubectl -n {cfg.namespace} edit configmap {cfg.name}   # fix key {key}, then "
-               "restart the plugin\n" + fix_base)
+        fix = Fix(f"Make key {key} valid YAML, then restart the plugin.",
+                  (kubectl("edit", "configmap", cfg.name, namespace=cfg.namespace),
+                   *restart_plugin(n.where), *look), docs=(TIME_SLICING_DOCS,))
         return _precise(Draft(CODE, summary, fix, (n.ref, cm_ref), (
             f"configmap {cfg.label} key {key}: {cfg.errors[key]}",
             f"{n.name} uses key {key} ({why})")))
     if not n.plugin_ok:
         return Outcome()  # the plugin is down: it applied nothing, and its own finding says why
     plugin = n.plugins[0] if n.plugins else None
-    ns, pod = (plugin.namespace, plugin.name) if plugin else (cfg.namespace,
-                                                               "<device-plugin pod>")
     label_replicas = n.lab.get(REPLICAS_LABEL)
     # The plugin shares the GPUs the driver sees: one that fell off the bus is not shared.
     physical = seen_gpu_count(n.node) or physical_count(n.node)
@@ -76,8 +79,9 @@ def sharing(n: NodeFacts, before: Before) -> Outcome:
         if ev:
             ev.insert(0, f"configmap {cfg.label} key {key} ({why}): {r.strategy} "
                          f"{r.resource.replace('.shared', '')} replicas {r.replicas}")
-            fix = (f"kubectl -n {ns} delete pod {pod}   # the plugin reloads its config when it "
-                   "starts\n" + fix_base)
+            fix = Fix("Restart the device plugin: it reads its config when it starts.",
+                      (*(restart_pod(n.where_for(plugin)) if plugin else ()), *look),
+                      docs=(TIME_SLICING_DOCS,))
             return Outcome((Draft(
                 CODE, f"Time-slicing for {n.name} is configured but not applied.", fix,
                 (n.ref, cm_ref), tuple(ev), (("restart-device-plugin", n.name),),
@@ -94,6 +98,8 @@ def _precise(d: Draft) -> Outcome:
 @words(CODE)
 def _invalid(w: Where) -> Words:
     return Words(f"The GPU sharing config for {w.node} is invalid.",
-                 f"{logs_cmd(w, previous=False)}\n"
-                 f"kubectl get node {w.node} -L nvidia.com/device-plugin.config,"
-                 "nvidia.com/gpu.replicas")
+                 Fix("The plugin's log says what it could not read in its config.",
+                     (*logs_cmd(w, previous=False),
+                      kubectl("get", "node", w.node, "-L",
+                              f"{DEVICE_PLUGIN_CONFIG_LABEL},{REPLICAS_LABEL}")),
+                     docs=(TIME_SLICING_DOCS,)))

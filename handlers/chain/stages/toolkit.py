@@ -7,11 +7,13 @@ otherwise the runtime is not configured and containers get no GPU libraries.
 from __future__ import annotations
 
 from handlers.chain.facts import NodeFacts
-from handlers.chain.fixtext import Where
+from handlers.chain.fixtext import Where, logs_cmd, restart_plugin
 from handlers.chain.outcome import Draft, Outcome, Waiting
 from handlers.chain.pods import IMAGE_PULL
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
+from handlers.kube.commands import node_shell
+from handlers.model import Fix
 
 CODE = "CONTAINER_RUNTIME_NOT_CONFIGURED"
 
@@ -44,15 +46,16 @@ def toolkit(n: NodeFacts, before: Before) -> Outcome:
 
 @words(CODE)
 def _not_configured(w: Where) -> Words:
-    n, ns, pod = w.node, w.namespace, w.pod
+    n = w.node
     return Words(
         f"The NVIDIA container runtime is not configured on {n}: containers get no GPU "
         "libraries.",
-        "Configure the NVIDIA runtime in the node's container runtime and restart it:\n"
-        f"kubectl debug node/{n} -it --image=ubuntu -- chroot /host sh -c "
-        "'nvidia-ctk runtime configure --runtime=containerd --set-as-default && "
-        "systemctl restart containerd'\n"
-        "(CRI-O: --runtime=crio; Docker: --runtime=docker). With the GPU operator the "
-        f"toolkit DaemonSet does this: kubectl -n {ns} logs -l "
-        f"app=nvidia-container-toolkit-daemonset --field-selector spec.nodeName={n}. "
-        f"Then restart the device plugin: kubectl -n {ns} delete pod {pod}")
+        Fix("Configure the NVIDIA runtime in the node's container runtime and restart it "
+            "(CRI-O: --runtime=crio; Docker: --runtime=docker). With the GPU operator the "
+            "toolkit DaemonSet does this, and its log says why it did not. Then restart the "
+            "device plugin.",
+            (node_shell(n, "nvidia-ctk runtime configure --runtime=containerd "
+                           "--set-as-default && systemctl restart containerd"),
+             *logs_cmd(w), *restart_plugin(w)),
+            docs=("https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
+                  "install-guide.html#configuring-containerd-for-kubernetes",)))

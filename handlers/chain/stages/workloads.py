@@ -9,11 +9,22 @@ from __future__ import annotations
 
 from handlers.chain import cuda_context
 from handlers.chain.facts import UPSTREAM, NodeFacts, sourced
-from handlers.chain.fixtext import CUDA_COMPAT, Where, managed, policy_patch, unknown, why
+from handlers.chain.fixtext import (
+    CUDA_COMPAT,
+    Where,
+    managed,
+    policy_name,
+    policy_patch,
+    restart_pod,
+    unknown,
+    why,
+)
 from handlers.chain.outcome import Draft, Outcome
 from handlers.chain.pods import pod_state
 from handlers.chain.stage import Before, stage
 from handlers.chain.words import Words, words
+from handlers.kube.commands import node_shell
+from handlers.model import Fix, Patch
 
 _MAX_WORKLOAD_LOGS = 2
 _PROVEN = ("CUDA_DRIVER_MISMATCH", "NVML_INIT_FAILED")
@@ -51,36 +62,44 @@ def _cuda(w: Where) -> Words:
 def _nvml(w: Where) -> Words:
     return Words(
         f"NVML cannot be initialised in GPU containers on {w.node}.",
-        "Run the container with the NVIDIA runtime (runtimeClassName: nvidia, or nvidia as "
-        "the default runtime) so libnvidia-ml.so.1 is injected, and check the host "
-        f"driver: kubectl debug node/{w.node} -it --image=ubuntu -- chroot /host nvidia-smi\n"
-        "'Failed to initialize NVML: Unknown Error' after `systemctl daemon-reload`: "
-        f"restart the pod (kubectl -n {w.namespace} delete pod {w.pod}) and switch the "
-        "toolkit to CDI or SystemdCgroup = true.")
+        Fix("Run the container with the NVIDIA runtime (runtimeClassName: nvidia, or nvidia "
+            "as the default runtime) so that libnvidia-ml.so.1 is injected, and check the "
+            "host driver. 'Failed to initialize NVML: Unknown Error' after `systemctl "
+            "daemon-reload`: restart the pod and switch the toolkit to CDI or "
+            "SystemdCgroup = true.",
+            (node_shell(w.node, "nvidia-smi"), *restart_pod(w)),
+            docs=("https://github.com/NVIDIA/nvidia-container-toolkit/issues/48",)))
 
 
-def _cuda_fix(w: Where) -> str:
+def _cuda_fix(w: Where) -> Fix:
     """Options that work here: the image, a node with a newer driver that exists, the
     driver upgrade through whoever manages the driver."""
-    want = w.cuda or "<node CUDA>"
     now = f" {w.driver}" if w.driver else ""
-    out = [f"Use an image built for CUDA <= {want} (the newest the node's driver{now} "
-           "supports)."]
+    out = [f"Use an image built for CUDA <= {w.cuda} (the newest the node's driver{now} "
+           "supports)." if w.cuda else "Use an image built for the CUDA the node's driver "
+           "supports."]
     newer = w.setup.newer if w.setup else None
+    patch = None
     if newer is not None:
+        if w.owner is not None and not w.daemonset:  # a workload's, not the plugin's
+            patch = Patch(w.owner.kind, w.owner.name, f"{w.owner.path}.nodeSelector",
+                          {"nvidia.com/cuda.driver.major": newer.major}, w.owner.namespace)
         out.append(f"Or keep the pod on nodes with a newer driver, as {newer.node} has "
-                   f"({newer.driver}" + (f", CUDA {newer.cuda}" if newer.cuda else "") + "):\n"
-                   f"nodeSelector:\n  nvidia.com/cuda.driver.major: \"{newer.major}\"")
-    target = newer.driver if newer is not None else "<a branch that supports the image's CUDA>"
+                   f"({newer.driver}" + (f", CUDA {newer.cuda}" if newer.cuda else "")
+                   + ("): the patch." if patch else
+                      f"): nodeSelector nvidia.com/cuda.driver.major={newer.major}."))
+    target = newer.driver if newer is not None else ""
+    to = f" to {target}" if target else " to a branch that supports the image's CUDA"
+    commands: tuple[str, ...] = ()
     if unknown(w, "driver"):
-        out.append(f"Or upgrade the driver on {w.node} to {target} ({why(w, 'driver')}): if "
-                   "the GPU operator installs it, " + policy_patch(w, "driver", target)
-                   + f"; if it is installed on the host, upgrade it there ({CUDA_COMPAT})")
+        out.append(f"Or upgrade the driver on {w.node}{to} ({why(w, 'driver')}): through the "
+                   f"ClusterPolicy {policy_name(w, 'driver')} if the GPU operator installs "
+                   "it, on the host if it is installed there.")
+        commands = (policy_patch(w, "driver", target),) if target else ()
     elif managed(w, "driver"):
-        out.append("Or upgrade the driver through the GPU operator, "
-                   + policy_patch(w, "driver", target)
-                   + ("" if newer else f" (versions: {CUDA_COMPAT})"))
+        out.append(f"Or upgrade the driver{to} through the GPU operator, ClusterPolicy "
+                   f"{policy_name(w, 'driver')}.")
+        commands = (policy_patch(w, "driver", target),) if target else ()
     else:
-        out.append(f"Or upgrade the host driver on {w.node} to {target} ({why(w, 'driver')}; "
-                   f"CUDA support per driver: {CUDA_COMPAT})")
-    return "\n".join(out)
+        out.append(f"Or upgrade the host driver on {w.node}{to} ({why(w, 'driver')}).")
+    return Fix(" ".join(out), commands, patch, (CUDA_COMPAT,))

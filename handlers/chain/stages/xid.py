@@ -33,6 +33,7 @@ from typing import Any
 from handlers.chain.facts import NodeFacts
 from handlers.chain.outcome import Amendment, Draft, NoRestart, Note, Outcome
 from handlers.chain.stage import Before, stage
+from handlers.fixes import XID_CATALOG, xid_fix
 from handlers.knowledge.xid import XidInfo, severity_conditions, xid_info, xids_in
 
 _AKS = re.compile(r"XID error-codes found: ([\d, ]+[.,]?)")
@@ -42,7 +43,7 @@ _EKS_MESSAGE = re.compile(r"\bXID-(\d+)\b")
 _GKE_EVENT = re.compile(r"Caught XID error, XID=(\d+)")
 _GKE_REASON = re.compile(r'"(\d+)"\s*:\s*true')
 _PLUGIN = re.compile(r"XidCriticalError: Xid=(\d+)")
-_CATALOG = "https://docs.nvidia.com/deploy/xid-errors/index.html"
+_CATALOG = XID_CATALOG
 # What an operator does, worst first.
 _ACTION_ORDER = ("repair", "drain", "reset", "app-fix")
 _MAX_SIGNALS = 6
@@ -83,30 +84,6 @@ def _describe(x: int, info: XidInfo | None) -> str:
             f"{info.source})")
 
 
-def _fix(node: str, x: int, info: XidInfo | None) -> str:
-    drain = f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data"
-    if info is None:
-        return (f"Look Xid {x} up in NVIDIA's catalog ({_CATALOG}) and check the node: "
-                f"kubectl debug node/{node} -it --image=ubuntu -- chroot /host sh -c "
-                "'dmesg | grep -i xid; nvidia-smi -q | grep -iA3 -e retired -e remapp'")
-    if info.action == "repair":
-        return (f"kubectl cordon {node} && {drain}\nXid {x} ({info.name}) needs hardware "
-                "service: open a case with the hardware vendor or cloud provider (replace the "
-                "GPU or the instance). Restarting the device plugin does not help.")
-    if info.action == "drain":
-        return (f"{drain}\nThen reboot the node (cloud: replace the instance) and uncordon "
-                f"it: kubectl uncordon {node}. If Xid {x} returns after the reboot, the GPU "
-                "needs repair. Restarting the device plugin does not help.")
-    if info.action == "reset":
-        return (f"{drain}\nReset the GPU, or reboot the node: kubectl debug node/{node} -it "
-                "--image=ubuntu -- chroot /host nvidia-smi -r -i <gpu index>; then kubectl "
-                f"uncordon {node}. A GPU whose Xid {x} keeps returning needs repair."
-                + (" Restarting the device plugin does not help." if info.hardware else ""))
-    return (f"Xid {x} ({info.name}) comes from the application that used the GPU: read the "
-            f"logs of the GPU pods on {node} around that time and fix or restart that "
-            "workload; the GPU stays usable.")
-
-
 @stage("xid", after=("health",))
 def xid(run: NodeFacts, before: Before) -> Outcome:
     node = run.node
@@ -144,7 +121,7 @@ def xid(run: NodeFacts, before: Before) -> Outcome:
         evidence = [line for _, line in signals[:_MAX_SIGNALS]]
         evidence += [_describe(x, infos[x]) for x in api_xids]
         found.append(Draft(
-            "GPU_XID_ERRORS", summary, _fix(run.name, worst, winfo), (run.ref,),
+            "GPU_XID_ERRORS", summary, xid_fix(run.name, worst, winfo), (run.ref,),
             tuple(evidence),
             conditions=frozenset({"needs-repair"}) if hardware else severity_conditions(winfo)))
     hw = [x for x, i in infos.items() if i is not None and i.hardware]
@@ -155,6 +132,6 @@ def xid(run: NodeFacts, before: Before) -> Outcome:
         # lines; Xids seen only in the node's events and conditions get theirs here.)
         if any(a[0] == "restart-device-plugin" for a in before.actions("GPU_UNHEALTHY")):
             worst_hw = min(hw, key=lambda x: _rank(infos[x]))
-            amend.append(NoRestart("GPU_UNHEALTHY", _fix(run.name, worst_hw, infos[worst_hw])))
+            amend.append(NoRestart("GPU_UNHEALTHY", xid_fix(run.name, worst_hw, infos[worst_hw])))
         amend.append(Note("GPU_UNHEALTHY", tuple(_describe(x, infos[x]) for x in hw)))
     return Outcome(tuple(found), tuple(amend))
