@@ -68,7 +68,7 @@ def _nvml(w: Where) -> Words:
             "daemon-reload`: restart the pod and switch the toolkit to CDI or "
             "SystemdCgroup = true.",
             (node_shell(w.node, "nvidia-smi"), *restart_pod(w)),
-            docs=("https://github.com/NVIDIA/nvidia-container-toolkit/issues/48",)))
+            docs=("https://github.com/NVIDIA/nvidia-container-toolkit/issues/251",)))
 
 
 def _cuda_fix(w: Where) -> Fix:
