@@ -148,6 +148,13 @@ def build_parser() -> _Parser:
         for param in spec.params:
             if param.cli:
                 param.add_to(p, described=True)
+    from bot.digest.cli import add_arguments as add_digest_arguments
+    from bot.watch import add_arguments as add_watch_arguments
+
+    add_watch_arguments(command("watch", "the sentinel on a terminal: print lost GPUs, a "
+                                         "GPU stack down and GPU work pending as they happen"))
+    add_digest_arguments(command("digest", "the daily digest: GPUs lost per pool, the "
+                                           "longest-pending work, idle and stranded GPUs"))
     p = command("completion", "shell completion script: gpubot completion bash|zsh|fish",
                 flags=False)
     p.add_argument("shell", choices=("bash", "zsh", "fish"))
@@ -253,6 +260,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except LogPatternError as e:
         err.write(f"gpubot: error: --log-patterns: {e}\n")
         return EXIT_USAGE
+    if args.command in ("watch", "digest"):  # no CommandSpec: they read more than a view
+        from bot.digest.cli import main as digest_main
+        from bot.watch import main as watch_main
+
+        return (watch_main if args.command == "watch" else digest_main)(
+            args, out, err, environ, stdin)
     spec = COMMANDS[args.command]
     if getattr(args, "png", None):
         from bot.chart import missing

@@ -330,6 +330,37 @@ def _row(w: PendingWorkload, now: datetime) -> dict[str, Any]:
     }
 
 
+def diagnosed_row(reader: Reader, w: PendingWorkload, now: datetime,
+                  unchecked: list[str]) -> tuple[dict[str, Any], Finding | None]:
+    """The workload's row with its root cause (why-pending on one representative), and that
+    finding; a diagnosis that fails says so in the row and in ``unchecked``."""
+    row = _row(w, now)
+    try:
+        one = diagnose(reader, w)
+        found = root_cause(one)
+        row["fits_if"] = [c.to_json() for c in one.fits_if]
+        row["fits_if_closest"] = one.details.get("fits_if_closest", "")
+    except Exception as err:  # one broken diagnosis must not sink the whole report
+        found = None
+        why = str(err) if isinstance(err, GpubotError) else f"{type(err).__name__}: {err}"
+        row["cause"] = f"could not diagnose: {why}"
+        unchecked.append(f"why-pending {w.namespace}/{w.workload}: {why}")
+    if found is not None:
+        row.update(code=found.code, severity=str(found.severity), cause=found.summary,
+                   fix=found.fix.to_json())
+    elif not row["cause"]:
+        row["cause"] = f"why-pending found no cause; run {row['drilldown']}"
+    return row, found
+
+
+def longest_waiting(reader: Reader, workloads: Iterable[PendingWorkload], n: int,
+                    unchecked: list[str]) -> list[dict[str, Any]]:
+    """The ``n`` workloads waiting longest, oldest first, each diagnosed (``diagnosed_row``)."""
+    now = reader.now()
+    oldest = sorted(workloads, key=lambda w: (w.since() or "~", w.namespace, w.workload))
+    return [diagnosed_row(reader, w, now, unchecked)[0] for w in oldest[:max(n, 0)]]
+
+
 def _severity_rank(sev: str) -> int:
     try:
         return Severity(sev).rank
@@ -360,23 +391,9 @@ def run(reader: Reader, namespace: str | None = None, *, limit: int = DEFAULT_LI
     rows: list[dict[str, Any]] = []
     causes: list[Finding] = []
     for w in chosen:
-        row = _row(w, now)
-        try:
-            one = diagnose(reader, w)
-            found = root_cause(one)
-            row["fits_if"] = [c.to_json() for c in one.fits_if]
-            row["fits_if_closest"] = one.details.get("fits_if_closest", "")
-        except Exception as err:  # one broken diagnosis must not sink the whole report
-            found = None
-            why = str(err) if isinstance(err, GpubotError) else f"{type(err).__name__}: {err}"
-            row["cause"] = f"could not diagnose: {why}"
-            diag.unchecked.append(f"why-pending {w.namespace}/{w.workload}: {why}")
+        row, found = diagnosed_row(reader, w, now, diag.unchecked)
         if found is not None:
-            row.update(code=found.code, severity=str(found.severity), cause=found.summary,
-                       fix=found.fix.to_json())
             causes.append(found)
-        elif not row["cause"]:
-            row["cause"] = f"why-pending found no cause; run {row['drilldown']}"
         rows.append(row)
     rows.sort(key=lambda r: (_severity_rank(r["severity"]), -r["gpus_requested"],
                              -r["age_seconds"], r["namespace"], r["workload"]))

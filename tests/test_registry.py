@@ -34,7 +34,8 @@ def _ids(specs: list[CommandSpec]) -> list[str]:
 
 def test_the_cli_has_a_subcommand_per_diagnosis_with_its_parameters() -> None:
     subcommands = build_parser().commands
-    assert set(subcommands) - {"completion", "serve", "snapshot"} == {s.name for s in DIAGNOSES}
+    assert set(subcommands) - {"completion", "serve", "snapshot", "watch", "digest"} == {
+        s.name for s in DIAGNOSES}
     for spec in DIAGNOSES:
         options = {o for a in subcommands[spec.name]._actions for o in a.option_strings}
         dests = {a.dest for a in subcommands[spec.name]._actions}
