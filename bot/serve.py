@@ -29,6 +29,8 @@ from handlers.view import ClusterView, ViewError
 
 if TYPE_CHECKING:
     from bot.live.cache import WatchCache
+    from bot.digest.slack import DigestRunning
+    from bot.sentinel.wiring import Running
     from bot.slack.app import SlackBot
     from bot.slack.config import Settings
     from bot.slack.server import BotServer
@@ -130,6 +132,7 @@ def _metrics_and_alerts(bot: SlackBot, settings: Settings) -> None:
     """Prometheus for the diagnoses and POST /alertmanager, when configured."""
     from bot.alerts.service import open_alerts
     from bot.metrics.prometheus import open_prometheus
+    from bot.sentinel.wiring import sentinel_routes
     from handlers.runtime.checks import duration_seconds
     from handlers.runtime.source import MetricsError
 
@@ -147,6 +150,35 @@ def _metrics_and_alerts(bot: SlackBot, settings: Settings) -> None:
     except MetricsError as e:
         raise GpubotError(str(e)) from None
     bot.alerts = open_alerts(bot, settings)
+    sentinel_routes(settings)  # checked now: the sentinel itself starts once serving
+
+
+def _sentinel(bot: SlackBot, settings: Settings) -> Running | None:
+    """The sentinel's thread, when it can run (``bot.sentinel`` then reads it). A failure to
+    start it is logged: the bot serves without it."""
+    from bot.sentinel.wiring import open_sentinel
+
+    try:
+        running = open_sentinel(bot, settings)
+    except Exception:
+        log.exception("sentinel off: it could not start")
+        return None
+    if running is not None:
+        bot.sentinel = running.sentinel
+    return running
+
+
+def _digest(bot: SlackBot, settings: Settings, running: Running | None
+            ) -> DigestRunning | None:
+    """The daily digest's thread when ``digest_time`` is set (it reads the sentinel's
+    incidents); a failure to start it is logged: the bot serves without it."""
+    from bot.digest.slack import start_digest
+
+    try:
+        return start_digest(bot, settings, running.sentinel if running else None)
+    except Exception:
+        log.exception("digest off: it could not start")
+        return None
 
 
 def _logging(level: str, secrets: list[str], log_format: str = "text") -> None:
@@ -228,9 +260,15 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
         close_view()
         return EXIT_USAGE
     log.info("gpubot serving %s in %s mode", view.source, settings.mode)
+    running = _sentinel(bot, settings)
+    digest = _digest(bot, settings, running)
     if ready is not None:
         ready(server)
     stop.wait()
+    if digest is not None:
+        digest.stop()
+    if running is not None:
+        running.stop()  # before the server: it posts through the bot's Slack client
     server.stop(timeout=max(5.0, min(settings.deadline, 30.0)))
     close_view()
     log.info("stopped")

@@ -100,6 +100,10 @@ class Sentinel:
         self.watcher.relisted(kind)
         self._wake.set()
 
+    def wake(self) -> None:
+        """Run the next tick now (or, once ``stop`` is set, end ``run`` now)."""
+        self._wake.set()
+
     def tick(self) -> TickResult:
         started = time.thread_time()
         out = TickResult()
@@ -161,12 +165,14 @@ class Sentinel:
     def run(self, stop: threading.Event) -> None:
         last = 0.0
         while not stop.is_set():
+            # Cleared before the tick: a change noted while it runs (a diagnosis can take
+            # seconds) wakes the next one rather than waiting out the interval.
+            self._wake.clear()
             try:
                 self.tick()
             except Exception:  # the store or the view failed this tick: the bot stays up
                 log.exception("sentinel tick failed")
             last = time.monotonic()
-            self._wake.clear()
             # Sleep to the next timer tick, or wake for watch events (not more often than
             # min_gap: a burst of changes is evaluated together).
             while not stop.is_set():

@@ -204,7 +204,9 @@ class IncidentThreads:
             severity=words.severity,
             headline=words.headline(inc, inc.peak if resolved else inc.gpus),
             gpus=f"{inc.gpus:g}", peak=f"{inc.peak:g}", gpu_hours=_hours(inc.gpu_hours(now)),
-            hours_label=words.hours if resolved else f"{words.hours} so far",
+            # Edited on changes only: what it counts is as of this edit, and says so.
+            hours_label=words.hours if resolved else
+            f"{words.hours} by {datetime.fromtimestamp(now, UTC).strftime('%H:%M UTC')}",
             since=_stamp(inc.since), lasted=span_text(inc.duration(now)),
             members=lines, members_heading=_count(inc.members_total, words.noun),
             noun=f"{words.noun}s",

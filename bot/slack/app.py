@@ -119,6 +119,9 @@ class SlackBot:
             approvals.attach(self.poster, self.metrics, settings.command)
         self.socket_handler: Any = None
         self.alerts: Any = None  # bot.alerts.receiver.AlertReceiver (POST /alertmanager)
+        # The sentinel's loop (bot/sentinel), when gpubot serve runs one: its watcher, book
+        # and ticks are what /gpu sentinel and /metrics read.
+        self.sentinel: Sentinel | None = None
         self._auth: tuple[float, bool] | None = None
         self._cluster: tuple[float, bool] | None = None
         self.app = self._build_app()

@@ -134,6 +134,11 @@ class FakeSlack:
         with self._lock:
             self._faults.append(_Fault(method, times, 200, "", delay=seconds))
 
+    def heal(self, method: str) -> None:
+        """Drop the faults still pending for ``method`` (an outage ends), keeping the calls."""
+        with self._lock:
+            self._faults = [f for f in self._faults if f.method != method]
+
     def clear(self) -> None:
         with self._lock:
             self._calls.clear()
