@@ -56,9 +56,10 @@ class Process:
         self._out.close()
 
 
-def start_alertmanager(binary: str, tmp: Path, webhook_url: str, token: str) -> tuple[
-        Process, str]:
-    port = free_port()
+def start_alertmanager(binary: str, tmp: Path, webhook_url: str, token: str, *,
+                       port: int | None = None) -> tuple[Process, str]:
+    """``port``: one reserved beforehand (a bot configured with Alertmanager's URL)."""
+    port = port or free_port()
     config = {
         "route": {"receiver": "gpubot", "group_by": ["alertname", "namespace", "pod", "node"],
                   "group_wait": "1s", "group_interval": "1s", "repeat_interval": "1h"},

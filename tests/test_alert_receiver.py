@@ -4,6 +4,7 @@ in its thread, repeats, resolution, routing, restarts and a storm (fake Slack, 4
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -162,12 +163,17 @@ def test_card_then_diagnosis_then_repeat_update_and_resolution(h: BotHarness) ->
     for c in diagnosis:
         validate(c.blocks)
     posted = len(h.slack.calls("chat.postMessage"))
+    # The card then leads with the root cause the thread's diagnosis found.
+    (led,) = h.slack.calls("chat.update")
+    assert led.params["ts"] == ts
+    assert re.search(r"Root cause:\*\s+`INSUFFICIENT_GPU`", text_of(led)), text_of(led)
+    validate(led.blocks)
 
     # An identical repeat (Alertmanager's repeat_interval) adds nothing.
     send(h, webhook([PENDING]))
     settle(h)
     assert len(h.slack.calls("chat.postMessage")) == posted
-    assert h.slack.calls("chat.update") == []
+    assert len(h.slack.calls("chat.update")) == 1
 
     # A second alert joins the group: the card is edited, the thread says what changed.
     other = alert("GPUPodPendingTooLong", namespace="ml-team", pod="train-1", severity="warning")

@@ -112,12 +112,13 @@ def _mention(approver: str) -> str:
 class Requests:
     """The approvals collection, with state changes that only one caller can win."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, collection: str = COLLECTION) -> None:
         self.store = store
+        self.collection = collection  # silences of alert groups keep theirs apart
         self._created = 0
 
     def create(self, req: dict[str, Any]) -> None:
-        if not self.store.create(COLLECTION, req["id"], req):
+        if not self.store.create(self.collection, req["id"], req):
             raise RuntimeError(f"request id {req['id']} exists")  # 64 random bits
         self._created += 1
         if self._created % PRUNE_EVERY == 0:
@@ -128,14 +129,14 @@ class Requests:
         their story):
         a ConfigMap per request must not pile up for ever."""
         gone = 0
-        for rec in self.store.list(COLLECTION, limit=10_000):
+        for rec in self.store.list(self.collection, limit=10_000):
             done = rec.data.get("state") in FINAL or now > float(rec.data.get("expires", now))
             if done and now - rec.created > keep:
-                gone += self.store.delete(COLLECTION, rec.key, rec.version)
+                gone += self.store.delete(self.collection, rec.key, rec.version)
         return gone
 
     def get(self, rid: str) -> Record | None:
-        return self.store.get(COLLECTION, rid)
+        return self.store.get(self.collection, rid)
 
     def move(self, rid: str, expect: str, changes: Mapping[str, Any]) -> dict[str, Any] | None:
         """Apply ``changes`` if the request is in state ``expect``; the new data if this
@@ -145,7 +146,7 @@ class Requests:
             if rec is None or rec.data.get("state") != expect:
                 return None
             data = {**rec.data, **changes}
-            if self.store.update(COLLECTION, rid, data, rec.version):
+            if self.store.update(self.collection, rid, data, rec.version):
                 return data
             # Lost a race: read again; the state has most likely moved on.
 
@@ -156,7 +157,7 @@ class Requests:
             if rec is None:
                 return None
             data = {**rec.data, **changes}
-            if self.store.update(COLLECTION, rid, data, rec.version):
+            if self.store.update(self.collection, rid, data, rec.version):
                 return data
 
 

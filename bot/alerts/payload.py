@@ -30,6 +30,7 @@ class Alert:
     starts_at: str
     ends_at: str
     fingerprint: str
+    generator_url: str = ""  # Prometheus's graph of the rule's expression
 
     @property
     def name(self) -> str:
@@ -38,7 +39,8 @@ class Alert:
     def to_json(self) -> dict[str, Any]:
         return {"status": self.status, "labels": dict(self.labels),
                 "annotations": dict(self.annotations), "startsAt": self.starts_at,
-                "endsAt": self.ends_at, "fingerprint": self.fingerprint}
+                "endsAt": self.ends_at, "fingerprint": self.fingerprint,
+                "generatorURL": self.generator_url}
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ def _alert(raw: Any, i: int) -> Alert:
         json.dumps(labels, sort_keys=True).encode()).hexdigest()[:16]
     return Alert(str(status), labels, _strings(raw.get("annotations"), f"{where}.annotations"),
                  _text(raw, "startsAt", f"{where}."), _text(raw, "endsAt", f"{where}."),
-                 fingerprint)
+                 fingerprint, _text(raw, "generatorURL", f"{where}."))
 
 
 def parse(body: bytes) -> AlertGroup:

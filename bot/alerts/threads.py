@@ -8,8 +8,14 @@
   reads differently; add to the thread only when alerts or the diagnosis' codes changed;
 - resolved: the card says "Resolved" in place, with how long the group fired.
 
+The card leads with the diagnosis' root cause (edited in when the diagnosis in the thread
+changes it), then the severity, how long the group has fired, links to Alertmanager, the
+Prometheus graph of the rule and the runbook, and a Silence menu when silences are on
+(``bot/alerts/silences.py``).
+
 The record (collection ``alert-threads``, keyed by a hash of the groupKey) holds the
-channel, the card's ts, the alerts seen, the card's hash and the codes of each diagnosis.
+channel, the card's ts, the alerts seen, the group's labels and Alertmanager URL, the
+card's hash, and the codes and root cause of each diagnosis.
 """
 
 from __future__ import annotations
@@ -19,17 +25,19 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import quote
 
 from bot.alerts.mapping import commands_for
 from bot.alerts.payload import AlertGroup
+from bot.runbook import valid_base
 from bot.slack.blocks import Message, Renderer
 from bot.slack.commands import Command
 from bot.slack.threads import Diagnose, Render, SlackPort, diagnose_in_thread
 from bot.store import Record, Store
-from handlers.timefmt import parse_time, span_text
+from handlers.timefmt import age_text, parse_time, span_text
 
 log = logging.getLogger("gpubot.alerts")
 
@@ -55,13 +63,18 @@ def _digest(value: Any) -> str:
 class AlertThreads:
     def __init__(self, store: Store, slack: SlackPort, renderer: Renderer,
                  diagnose: Diagnose, render: Render,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, *,
+                 alertmanager_url: str | None = None,
+                 silence_durations: Sequence[str] = ()) -> None:
         self.store = store
         self.slack = slack
         self.renderer = renderer
         self.diagnose = diagnose
         self.render = render
         self.clock = clock
+        # Links and silences go here rather than to the webhook's externalURL when set.
+        self.alertmanager_url = alertmanager_url
+        self.silence_durations = tuple(silence_durations)  # the Silence menu; () hides it
         self.owner = uuid.uuid4().hex  # this replica: its own unfinished claim is its to finish
 
     # -- the record -------------------------------------------------------------------------
@@ -102,15 +115,16 @@ class AlertThreads:
             data["owner"] = self.owner  # its claim is stale: take the group over
         before = dict(data.get("alerts") or {})
         alerts = _merge(before, group)
-        data["alerts"] = alerts
+        data.update(alerts=alerts, common_labels=dict(group.common_labels),
+                    common_annotations=dict(group.common_annotations),
+                    group_labels=dict(group.group_labels), external_url=group.external_url)
         status = "firing" if any(a["status"] == "firing" for a in alerts.values()) \
             else "resolved"
         ordered = _ordered(alerts)  # firing first
         targets = commands_for([a["labels"] for a in ordered if a["status"] == "firing"] or
                                [a["labels"] for a in ordered])
         commands = targets[:MAX_DIAGNOSES]
-        card = self._card(group, alerts, status, commands, len(targets))
-        card_hash = _digest([card.text, card.blocks])
+        card, card_hash = self._card(rec.key, data, status, commands, len(targets))
         channel = str(data.get("channel") or channel)
         if data.get("ts") is None:
             ts = self.slack.post(channel, card, None)
@@ -129,43 +143,103 @@ class AlertThreads:
             if changed:
                 self.slack.post(channel, _note(self.renderer, before, alerts, status), ts)
         if status == "firing" and (changed or data.get("owed")):
+            causes: dict[str, dict[str, str]] = dict(data.get("causes") or {})
             data["codes"] = diagnose_in_thread(self.slack, channel, ts, commands,
                                                dict(data.get("codes") or {}), self.diagnose,
-                                               self.render)
+                                               self.render, causes)
+            data.update(causes=causes, status=status, owed=False)
+            rec = self._save(rec, data)  # the thread has it: a failed edit must not repeat it
+            card, card_hash = self._card(rec.key, data, status, commands, len(targets))
+            if card_hash != data.get("card"):  # the card leads with the (new) root cause
+                self.slack.update(channel, ts, card)
+                data["card"] = card_hash
         data.update(status=status, owed=False)
         self._save(rec, data)
 
-    def _card(self, group: AlertGroup, alerts: dict[str, dict[str, Any]], status: str,
-              commands: list[Command], targets: int) -> Message:
-        common = dict(group.common_labels)
+    def _card(self, gid: str, data: Mapping[str, Any], status: str, commands: list[Command],
+              targets: int) -> tuple[Message, str]:
+        """The card, and a hash of what it says apart from how long the group has fired
+        (edits follow changes; each edit brings the duration up to date)."""
+        alerts: dict[str, dict[str, Any]] = data["alerts"]
+        common = dict(data.get("common_labels") or {})
+        annotations = dict(data.get("common_annotations") or {})
         names = sorted({a["labels"].get("alertname", "?") for a in alerts.values()})
         title = names[0] if len(names) == 1 else f"{len(names)} alerts"
-        first = next(iter(alerts.values()))
-        summary = (group.common_annotations.get("summary")
+        ordered = _ordered(alerts)
+        first = ordered[0]
+        summary = (annotations.get("summary")
                    or (first["annotations"].get("summary") if len(alerts) == 1 else "")
                    or f"{title}: {len(alerts)} alert{'s' if len(alerts) > 1 else ''}")
-        description = (group.common_annotations.get("description")
-                       or group.common_annotations.get("message") or "")
+        description = annotations.get("description") or annotations.get("message") or ""
         starts = [t for t in (parse_time(a["startsAt"]) for a in alerts.values()) if t]
         ends = [t for t in (parse_time(a["endsAt"]) for a in alerts.values()
                             if a["endsAt"] and not a["endsAt"].startswith("0001")) if t]
         since = min(starts) if starts else None
+        now = datetime.fromtimestamp(self.clock(), UTC)
         lasted = ""
         if status == "resolved" and since is not None:
-            end = max(ends) if ends else datetime.fromtimestamp(self.clock(), UTC)
+            end = max(ends) if ends else now
             lasted = span_text((end - since).total_seconds())
         lines = [f"{a['status'].upper():8} " + " ".join(
             f"{k}={v}" for k, v in sorted(a["labels"].items())
-            if k not in common or len(alerts) == 1) for a in _ordered(alerts)]
-        return self.renderer.render_template(
-            "slack/alert.j2", status=status, title=title, summary=summary,
-            description=description, severity=common.get("severity", ""),
-            labels=sorted((k, v) for k, v in common.items() if k != "alertname"),
+            if k not in common or len(alerts) == 1) for a in ordered]
+        causes = dict(data.get("causes") or {})
+        found = [{"command": c.line(), **causes[c.line()]} for c in commands
+                 if c.line() in causes]
+        matchers = matchers_of(alerts)
+        am = self.alertmanager_url or str(data.get("external_url") or "")
+        card_vars: dict[str, Any] = dict(
+            status=status, title=title, summary=summary, description=description,
+            severity=common.get("severity", ""),
+            labels=sorted((k, v) for k, v in common.items()
+                          if k not in ("alertname", "severity")),
             alerts=lines if len(alerts) > 1 or not common else [],
             firing=sum(a["status"] == "firing" for a in alerts.values()),
             resolved_count=sum(a["status"] == "resolved" for a in alerts.values()),
             since=since.strftime("%Y-%m-%d %H:%M UTC") if since else "",
-            lasted=lasted, commands=[c.line() for c in commands], targets=targets)[0]
+            since_epoch=int(since.timestamp()) if since else 0,
+            lasted=lasted, commands=[c.line() for c in commands], targets=targets,
+            causes=found,
+            alertmanager=alerts_link(am, matchers),
+            graph=next((a.get("generatorURL", "") for a in ordered
+                        if valid_base(a.get("generatorURL") or "")), ""),
+            runbook_url=next((u for u in (annotations.get("runbook_url"),
+                                          *(a["annotations"].get("runbook_url")
+                                            for a in ordered)) if u and valid_base(u)), ""),
+            runbook_code=next((c["code"] for c in found if c["code"]), ""),
+            silence=[(d, f"{d}|{gid}") for d in self.silence_durations]
+            if status == "firing" and matchers and valid_base(am) else [])
+        card_hash = _digest(card_vars)
+        firing_for = age_text((now - since).total_seconds()) if since else ""
+        card = self.renderer.render_template(
+            "slack/alert.j2", **card_vars, firing_for=firing_for,
+            as_of=now.strftime("%H:%M UTC"))[0]
+        return card, card_hash
+
+
+def matchers_of(alerts: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """The labels every alert of the group has, with the same value: the group's
+    matchers (Alertmanager's commonLabels over every alert seen, its groupLabels among
+    them). A silence on them silences the group's alerts and nothing that differs."""
+    common: dict[str, str] | None = None
+    for a in alerts.values():
+        labels = dict(a["labels"])
+        common = labels if common is None else {
+            k: v for k, v in common.items() if labels.get(k) == v}
+    return common or {}
+
+
+def alerts_link(base: str, matchers: Mapping[str, str]) -> str:
+    """Alertmanager's page of the group's alerts (its UI filters by matchers); "" when
+    the URL could not be linked safely."""
+    if not base or not valid_base(base):
+        return ""
+    expr = "{" + ",".join(f'{k}="{_quote_value(v)}"' for k, v in sorted(matchers.items())) + "}"
+    return f"{base.rstrip('/')}/#/alerts?silenced=false&inhibited=false&filter={quote(expr)}"
+
+
+def _quote_value(v: str) -> str:
+    return v.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _merge(known: dict[str, dict[str, Any]], group: AlertGroup) -> dict[str, dict[str, Any]]:
@@ -173,7 +247,8 @@ def _merge(known: dict[str, dict[str, Any]], group: AlertGroup) -> dict[str, dic
     for a in group.alerts:
         out[a.fingerprint] = {"status": a.status, "labels": dict(a.labels),
                               "annotations": dict(a.annotations), "startsAt": a.starts_at,
-                              "endsAt": "" if a.ends_at == _NEVER else a.ends_at}
+                              "endsAt": "" if a.ends_at == _NEVER else a.ends_at,
+                              "generatorURL": a.generator_url}
     if len(out) > MAX_ALERTS:  # keep the firing ones, then the newest
         keep = sorted(out, key=lambda k: (out[k]["status"] != "firing", out[k]["startsAt"]))
         out = {k: out[k] for k in keep[:MAX_ALERTS]}

@@ -87,6 +87,7 @@ ENV = {
     "idle_threshold": "GPUBOT_IDLE_THRESHOLD",
     "alert_channel": "GPUBOT_ALERT_CHANNEL",
     "alert_routes": "GPUBOT_ALERT_ROUTES",
+    "alertmanager_url": "GPUBOT_ALERTMANAGER_URL",
     "log_patterns_file": "GPUBOT_LOG_PATTERNS_FILE",
     "sentinel": "GPUBOT_SENTINEL",
     "sentinel_channel": "GPUBOT_SENTINEL_CHANNEL",
@@ -156,6 +157,8 @@ class Settings:
     idle_threshold: float = 5.0  # percent utilisation
     alert_channel: str | None = None  # where alert cards go unless a route says otherwise
     alert_routes: str | None = None  # "label=value=CHANNEL;..." (bot/alerts/routing.py)
+    # Alert cards' links and silences; None: the webhook's externalURL (bot/alerts/silences.py)
+    alertmanager_url: str | None = None
     log_patterns_file: str | None = None  # the site's own known log lines (logs.yaml format)
     # The sentinel (bot/sentinel): incidents noticed from the watch cache, live clusters only.
     sentinel: bool = True
@@ -214,6 +217,10 @@ class Settings:
         if not valid_base(self.runbook_url):
             raise ConfigError(f"runbook_url must be an http(s) URL without spaces, quotes or "
                               f"<>| ({ENV['runbook_url']}), got {self.runbook_url!r}")
+        if self.alertmanager_url is not None and not valid_base(self.alertmanager_url):
+            raise ConfigError(f"alertmanager_url must be an http(s) URL without spaces, quotes "
+                              f"or <>| ({ENV['alertmanager_url']}), got "
+                              f"{self.alertmanager_url!r}")
         if self.digest_time is not None and not _HHMM.match(self.digest_time):
             raise ConfigError(f"digest_time must be HH:MM (24-hour, UTC), not "
                               f"{self.digest_time!r} ({ENV['digest_time']})")

@@ -110,11 +110,24 @@ class ChannelDiagnoses:
                                     command_prefix=self.settings.command)
 
 
+def cause_of(diag: Diagnosis) -> dict[str, str]:
+    """The diagnosis' answer in one line, for a card that leads with it: the root cause
+    (handlers.finish), else its first problem, else that it found none."""
+    if diag.root_cause is not None:
+        return {"code": diag.root_cause.code, "summary": diag.root_cause.summary}
+    problems = diag.problems
+    if problems:
+        return {"code": problems[0].code, "summary": problems[0].summary}
+    return {"code": "", "summary": "no problem found"}
+
+
 def diagnose_in_thread(slack: SlackPort, channel: str, ts: str, commands: Sequence[Command],
-                       codes: dict[str, list[str]], diagnose: Diagnose, render: Render
+                       codes: dict[str, list[str]], diagnose: Diagnose, render: Render,
+                       causes: dict[str, dict[str, str]] | None = None
                        ) -> dict[str, list[str]]:
     """Run each diagnosis; post it in the thread when its codes differ from ``codes`` (the
-    last ones posted, by command line). The codes now, by command line."""
+    last ones posted, by command line). The codes now, by command line. ``causes``, when
+    given, gets each command's ``cause_of`` (or why it was not diagnosed)."""
     for cmd in commands:
         try:
             diag = diagnose(cmd, channel)
@@ -123,6 +136,8 @@ def diagnose_in_thread(slack: SlackPort, channel: str, ts: str, commands: Sequen
                         type(err).__name__)
             why = str(err) if isinstance(err, GpubotError) else (
                 f"it failed ({type(err).__name__}); the bot's log has the details")
+            if causes is not None:
+                causes[cmd.line()] = {"code": "", "summary": f"not diagnosed here: {why}"}
             if codes.get(cmd.line()) != [f"error: {why}"]:
                 codes[cmd.line()] = [f"error: {why}"]
                 text = f"gpubot {cmd.line()}: not diagnosed here: {why}"
@@ -130,6 +145,8 @@ def diagnose_in_thread(slack: SlackPort, channel: str, ts: str, commands: Sequen
                     "type": "section", "text": {"type": "plain_text", "text": text[:2900],
                                                 "emoji": False}}]), ts)
             continue
+        if causes is not None:
+            causes[cmd.line()] = cause_of(diag)
         now = sorted({f.code for f in diag.findings})
         if codes.get(cmd.line()) == now:
             continue
