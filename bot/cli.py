@@ -311,8 +311,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     elif args.output == "yaml":
         out.write(render_yaml(diag, source=source))
     else:
+        from bot.table import terminal_width
+
         out.write(render_text(diag, color=use_color(args.color, out, environ), source=source,
-                              wide=args.output == "wide"))
+                              wide=args.output == "wide", width=terminal_width(out, environ)))
     return EXIT_FINDINGS if failed_on(diag, args.fail_on) else EXIT_OK
 
 

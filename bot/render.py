@@ -15,6 +15,7 @@ import yaml
 from bot.resources import TEMPLATE_DIR
 from bot.runbook import ENV as RUNBOOK_ENV
 from bot.runbook import runbook_url
+from bot.table import ANSI
 from handlers.model import Diagnosis, Severity
 
 if TYPE_CHECKING:  # -o json/yaml never renders a template: jinja2 is imported for text only
@@ -24,8 +25,7 @@ if TYPE_CHECKING:  # -o json/yaml never renders a template: jinja2 is imported f
 # (adding fields does not bump it). 2: a finding's fix is {summary, commands, patch, docs}.
 SCHEMA_VERSION = 2
 
-_ANSI = {"critical": "1;31", "warning": "33", "info": "36", "ok": "32", "bold": "1",
-         "dim": "2"}
+_ANSI = ANSI  # the tables' styles are the templates' ones
 
 
 @cache
@@ -61,13 +61,23 @@ def template_name(command: str) -> str:
 
 
 def render_text(diag: Diagnosis, *, color: bool = False, source: str = "",
-                wide: bool = False) -> str:
-    """``wide``: tables with more columns (``-o wide``)."""
+                wide: bool = False, width: int | None = None) -> str:
+    """``wide``: tables with every column, whole (``-o wide``). ``width``: the terminal's,
+    that tables fit (``bot.table.terminal_width``); None: no limit."""
+    from bot.clitables import TABLES
+    from bot.table import render
+
+    def table(name: str, rows: Any, indent: int = 0) -> str:
+        columns, body = TABLES[name](list(rows))
+        # The template's own newline ends the last line.
+        return render(columns, body, width=width, wide=wide, color=color,
+                      indent=indent).removesuffix("\n")
+
     tmpl = _env(color).get_template(template_name(diag.command))
     problems = [f for f in diag.findings if f.severity.is_problem]
     return tmpl.render(
         d=diag, findings=diag.findings, problems=problems, source=source, wide=wide,
-        worst=diag.findings[0].severity if diag.findings else Severity.OK,
+        worst=diag.findings[0].severity if diag.findings else Severity.OK, table=table,
     )
 
 

@@ -126,6 +126,9 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO, environ: Mapping[st
     elif args.output == "yaml":
         out.write(render_yaml(diag, source=view.source))
     else:
+        from bot.table import terminal_width
+
         out.write(render_text(diag, color=use_color(args.color, out, environ),
-                              source=view.source, wide=args.output == "wide"))
+                              source=view.source, wide=args.output == "wide",
+                              width=terminal_width(out, environ)))
     return EXIT_FINDINGS if failed_on(diag, args.fail_on) else EXIT_OK
