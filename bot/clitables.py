@@ -28,8 +28,8 @@ def _model(drop: int = 0) -> Column:
     return Column("MODEL", Fit.MIDDLE, drop=drop, soft=22, min=10)
 
 
-def _n(header: str, drop: int = 0) -> Column:
-    return Column(header, right=True, drop=drop)
+def _n(header: str, drop: int = 0, wide: bool | None = None) -> Column:
+    return Column(header, right=True, drop=drop, wide=wide)
 
 
 # doctor: one column per key of the discovery chain's row (handlers/chain/row.py).
@@ -77,8 +77,9 @@ def nodes(rows: Sequence[Mapping[str, Any]]) -> tuple[list[Column], list[Row]]:
     cols = [_node(), _model(drop=3), _n("HAS"), _n("CAP", 2), _n("ALLOC"), _n("USED"),
             _n("FREE"), _n("LOST"), Column("FLAGS", Fit.WRAP, min=16, wide=False),
             Column("COUNT FROM", wide=True), Column("READY", wide=True),
-            Column("SCHEDULABLE", wide=True), Column("TAINTS", wide=True),
-            Column("OTHER RESOURCES", wide=True)]
+            Column("SCHEDULABLE", wide=True), _n("UNHEALTHY", wide=True),
+            Column("TAINTS", wide=True), Column("OTHER RESOURCES", wide=True),
+            Column("DRA PUB/ALLOC/FREE", wide=True)]
     out = []
     for r in rows:
         other = ", ".join(f"{k}={num(v)}" for k, v in (r.get("other_resources") or {}).items())
@@ -88,7 +89,9 @@ def nodes(rows: Sequence[Mapping[str, Any]]) -> tuple[list[Column], list[Row]]:
             num(r["capacity"]), num(r["allocatable"]), num(r["allocated"]), num(r["free"]),
             num(r["lost"]), _flags(r), str(r.get("source") or "-"),
             "yes" if r["ready"] else "NotReady", "no" if r["cordoned"] else "yes",
-            ",".join(r.get("taints", [])) or "-", other or "-"]))
+            num(r.get("unhealthy") or 0), ",".join(r.get("taints", [])) or "-", other or "-",
+            f"{dra['published']}/{dra['allocated']}/{dra['free']}"
+            if (dra := r.get("dra")) else "-"]))
     return cols, out
 
 
