@@ -59,10 +59,6 @@ class Incident:
     posted: dict[str, Any] = field(default_factory=dict)  # the publisher's: rev, channel, ts
     version: str = ""  # the store record's
 
-    @property
-    def detector_title(self) -> str:
-        return self.title
-
     def gpu_hours(self, now: float) -> float:
         running = self.gpus * max(now - self.accounted, 0.0) if self.state == "open" else 0.0
         return (self.gpu_seconds + running) / 3600.0
