@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import gc
 import os
 import sys
@@ -58,6 +59,17 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         sys.stderr.write(f"gpubot: error: {message}\nRun `{self.prog} --help` for examples.\n")
         sys.exit(EXIT_USAGE)
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """An unknown choice (a subcommand, -o's value) names the closest one, as /gpu does,
+        rather than every choice."""
+        if action.choices is None or value in action.choices:
+            return
+        choices = [str(c) for c in action.choices]
+        close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
+        hint = (f"did you mean {close[0]}?" if close
+                else f"choose from {', '.join(choices)}")
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r}; {hint}")
 
     def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
                    namespace: argparse.Namespace | None = None) -> argparse.Namespace:

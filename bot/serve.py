@@ -204,11 +204,12 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
     cache is warm: ``bot.live.cache.settle_gc``); tests that serve in a thread do not."""
     err = err or sys.stderr
     from bot.slack.app import SlackBot
-    from bot.slack.config import ConfigError
+    from bot.slack.config import ConfigError, unknown_env
     from bot.slack.server import BotServer
 
+    env = dict(os.environ) if env is None else env
     try:
-        settings = _settings(args, dict(os.environ) if env is None else env)
+        settings = _settings(args, env)
     except ConfigError as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_USAGE
@@ -260,6 +261,8 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
         close_view()
         return EXIT_USAGE
     log.info("gpubot serving %s in %s mode", view.source, settings.mode)
+    for typo in unknown_env(env):
+        log.warning("%s", typo)
     running = _sentinel(bot, settings)
     digest = _digest(bot, settings, running)
     if ready is not None:

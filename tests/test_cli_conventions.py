@@ -315,3 +315,26 @@ def test_a_gzip_bomb_is_refused_not_inflated(tmp_path: Path,
                for u in json.loads(out)["unchecked"])
     code, _, err = run("nodes", "--snapshot", "-", stdin=b" " * (65 << 10))
     assert code == 1 and "larger than" in err
+
+
+# -- did you mean ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, meant", [
+    (["why-pendng", "x"], "why-pending"),
+    (["doctr"], "doctor"),
+    (["nodes", "-o", "jsn"], "json"),
+    (["completion", "fsh"], "fish"),
+])
+def test_a_mistyped_choice_names_the_closest_one(argv: list[str], meant: str) -> None:
+    code, _, err = run(*argv)
+    assert code == EXIT_USAGE
+    assert f"did you mean {meant}?" in err
+    assert "choose from" not in err
+
+
+def test_a_choice_like_no_other_lists_them_all() -> None:
+    code, _, err = run("frobnicate")
+    assert code == EXIT_USAGE
+    assert "did you mean" not in err
+    assert "why-pending, doctor, nodes" in err

@@ -14,6 +14,7 @@ from bot.slack.config import (
     Settings,
     load_settings,
     parse_channel_map,
+    unknown_env,
 )
 
 ENV_OK = {"SLACK_BOT_TOKEN": "xoxb-1", "SLACK_APP_TOKEN": "xapp-1"}
@@ -90,3 +91,37 @@ def test_secrets_never_show_in_repr() -> None:
 def test_empty_channel_map_means_no_restriction() -> None:
     assert parse_channel_map("", "x") is None
     assert parse_channel_map({}, "x") is None
+
+
+@pytest.mark.parametrize("content, meant", [
+    ("prometheus_ur: http://p:9090\n", "prometheus_url"),
+    ("sentinel-chanel: C1\n", "sentinel_channel"),
+    ("kube_timout: 5\n", "kube_timeout"),
+])
+def test_a_mistyped_setting_names_the_closest_not_every_one(tmp_path: Path, content: str,
+                                                             meant: str) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text(content)
+    with pytest.raises(ConfigError) as err:
+        load_settings(f, ENV_OK)
+    named = str(err.value).split("did you mean ", 1)[1].rstrip("?").split(" or ")
+    assert named[0] == meant and len(named) <= 2 and set(named) <= set(ENV)
+
+
+def test_a_setting_like_no_other_points_at_the_list(tmp_path: Path) -> None:
+    f = tmp_path / "c.yaml"
+    f.write_text("zzzz: 1\n")
+    with pytest.raises(ConfigError) as err:
+        load_settings(f, ENV_OK)
+    assert "did you mean" not in str(err.value)
+    assert "docs/configuration.md" in str(err.value)
+    assert not [key for key in ENV if f" {key}" in str(err.value)]
+
+
+def test_unknown_gpubot_variables_are_reported_with_the_closest_one() -> None:
+    env = {**ENV_OK, "GPUBOT_SLACK_MOD": "http", "GPUBOT_PORT": "1", "GPUBOT_CONFIG": "c.yaml",
+           "GPUBOT_TEMPLATES": "t", "OTHER_THING": "x", "GPUBOT_ZZZZ": "1"}
+    warnings = unknown_env(env)
+    assert [w.split()[0] for w in warnings] == ["GPUBOT_SLACK_MOD", "GPUBOT_ZZZZ"]
+    assert warnings[0].endswith("did you mean GPUBOT_SLACK_MODE?")
+    assert "did you mean" not in warnings[1]

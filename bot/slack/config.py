@@ -13,6 +13,7 @@ With no map every channel may query every namespace.
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 from collections.abc import Mapping
@@ -320,6 +321,29 @@ def _coerce(name: str, value: Any, where: str) -> Any:
     return str(value)
 
 
+def _did_you_mean(name: str, known: list[str], prefix: str = "") -> str:
+    """"; did you mean X?" with the closest known names, else where they are all listed:
+    a list of every setting buries the one that was meant. ``prefix``, shared by all, is
+    left out of the comparison (it would make every name look close)."""
+    close = difflib.get_close_matches(name.removeprefix(prefix),
+                                      [k.removeprefix(prefix) for k in known], n=2, cutoff=0.75)
+    if close:
+        return f"; did you mean {' or '.join(prefix + c for c in close)}?"
+    return " (docs/configuration.md lists every setting)"
+
+
+# GPUBOT_* variables read outside Settings: not typos of a setting.
+OTHER_ENV = frozenset({"GPUBOT_CONFIG", "GPUBOT_TEMPLATES"})
+
+
+def unknown_env(env: Mapping[str, str]) -> list[str]:
+    """A warning for each GPUBOT_* variable no setting reads (a typo would otherwise be
+    ignored without a word), naming the closest known variable."""
+    known = sorted({*ENV.values(), *SECRET_ENV.values(), *OTHER_ENV})
+    return [f"{var} is not a gpubot setting; it is ignored{_did_you_mean(var, known, 'GPUBOT_')}"
+            for var in sorted(env) if var.startswith("GPUBOT_") and var not in known]
+
+
 def load_file(path: str | Path) -> dict[str, Any]:
     """A YAML config file: the setting names above as keys (``-`` or ``_``)."""
     p = Path(path)
@@ -339,8 +363,8 @@ def load_file(path: str | Path) -> dict[str, Any]:
             raise ConfigError(f"config file {p}: {key} is a secret; set {SECRET_ENV[name]} "
                               "in the environment (from a Kubernetes Secret) instead")
         if name not in known:
-            raise ConfigError(f"config file {p}: unknown setting {key!r} "
-                              f"(known: {', '.join(sorted(ENV))})")
+            raise ConfigError(f"config file {p}: unknown setting {key!r}"
+                              f"{_did_you_mean(name, sorted(ENV))}")
         out[name] = _coerce(name, value, f"config file {p}")
     return out
 
