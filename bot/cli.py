@@ -178,8 +178,11 @@ def build_parser() -> _Parser:
     snapshot_command.add_arguments(p, _duration)
     p = command("serve", "run the Slack bot (Socket Mode or HTTP) on a snapshot or a cluster",
                 flags=False)
+    from bot.serve import DESCRIPTION as SERVE_DESCRIPTION
+    from bot.serve import EXAMPLES as SERVE_EXAMPLES
     from bot.serve import add_arguments as add_serve_arguments
 
+    p.description, p.epilog = SERVE_DESCRIPTION, SERVE_EXAMPLES
     add_serve_arguments(p)
     # serve's own --snapshot/--kubeconfig/--context: given before `serve`, they must stay.
     for action in p._actions:

@@ -39,6 +39,22 @@ EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 
 log = logging.getLogger("gpubot.serve")
 
+DESCRIPTION = """\
+Run the Slack bot: /gpu commands, @mentions, Alertmanager's alerts (POST /alertmanager) and
+the sentinel's incidents, answered from a live cluster or a snapshot. Settings: flags, then
+the environment (GPUBOT_*), then --config FILE, then defaults (docs/configuration.md);
+tokens only from the environment: SLACK_BOT_TOKEN, and SLACK_APP_TOKEN (Socket Mode) or
+SLACK_SIGNING_SECRET (HTTP mode). /healthz, /readyz and /metrics are on --host:--port.
+Stops on SIGTERM or SIGINT once the running diagnoses have answered.
+"""
+EXAMPLES = """examples:
+  gpubot serve --snapshot examples/plugin-crashloop-cuda-mismatch   try it on an example
+  gpubot serve --kubeconfig ~/.kube/config --context prod            Socket Mode, a cluster
+  gpubot serve --mode http --host 0.0.0.0 --port 8080                Slack POSTs to /slack/events
+  gpubot serve --config gpubot.yaml --log-level DEBUG
+  in a pod: gpubot serve                     the service account, settings from the env
+"""
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The ``serve`` subcommand's flags (bot/cli.py adds the subparser)."""

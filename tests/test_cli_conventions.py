@@ -338,3 +338,20 @@ def test_a_choice_like_no_other_lists_them_all() -> None:
     assert code == EXIT_USAGE
     assert "did you mean" not in err
     assert "why-pending, doctor, nodes" in err
+
+
+# -- serve --help ---------------------------------------------------------------------------------
+
+
+def test_serve_help_shows_serves_own_examples_and_each_parses() -> None:
+    code, out, _ = run("serve", "--help")
+    assert code == EXIT_OK
+    assert "why-pending" not in out and "--fail-on" not in out  # the diagnoses' examples
+    examples = [line.split("gpubot ", 1)[1] for line in out.split("examples:", 1)[1].splitlines()
+                if "gpubot serve" in line]
+    assert len(examples) >= 3
+    for example in examples:
+        # An example's trailing words after three spaces are its comment.
+        argv = example.split("   ", 1)[0].split()
+        assert argv[0] == "serve"
+        build_parser().parse_args(argv)
