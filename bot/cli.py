@@ -133,6 +133,9 @@ def add_global_flags(p: argparse.ArgumentParser, *, here: bool) -> None:
     add("--log-patterns", metavar="FILE",
         help="your own known log lines, in the format of handlers/knowledge/logs.yaml "
              "(default: $GPUBOT_LOG_PATTERNS_FILE)")
+    add("--runbook-base-url", metavar="URL",
+        help="findings' runbooks are <URL><CODE>.md (default: $GPUBOT_RUNBOOK_BASE_URL; "
+             "neither: the page installed with gpubot; per code: $GPUBOT_RUNBOOK_OVERRIDES)")
 
 
 def build_parser() -> _Parser:
@@ -275,6 +278,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     except LogPatternError as e:
         err.write(f"gpubot: error: --log-patterns: {e}\n")
         return EXIT_USAGE
+    from bot.runbook import RunbookError, from_env
+
+    try:
+        runbooks = from_env(environ, args.runbook_base_url)
+    except RunbookError as e:
+        err.write(f"gpubot: error: {e}\n")
+        return EXIT_USAGE
     if args.command in ("watch", "digest"):  # no CommandSpec: they read more than a view
         from bot.digest.cli import main as digest_main
         from bot.watch import main as watch_main
@@ -322,14 +332,15 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     from bot.render import render_json, render_text, render_yaml
 
     if args.output == "json":
-        out.write(render_json(diag, source=source) + "\n")
+        out.write(render_json(diag, source=source, runbooks=runbooks) + "\n")
     elif args.output == "yaml":
-        out.write(render_yaml(diag, source=source))
+        out.write(render_yaml(diag, source=source, runbooks=runbooks))
     else:
         from bot.table import terminal_width
 
         out.write(render_text(diag, color=use_color(args.color, out, environ), source=source,
-                              wide=args.output == "wide", width=terminal_width(out, environ)))
+                              wide=args.output == "wide", width=terminal_width(out, environ),
+                              runbooks=runbooks))
     return EXIT_FINDINGS if failed_on(diag, args.fail_on) else EXIT_OK
 
 

@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from bot.resources import TEMPLATE_DIR
-from bot.runbook import ENV as RUNBOOK_ENV
-from bot.runbook import runbook_url
+from bot.runbook import Runbooks, from_env
 from bot.table import ANSI
 from handlers.model import Diagnosis, Severity
 
@@ -29,7 +28,7 @@ _ANSI = ANSI  # the tables' styles are the templates' ones
 
 
 @cache
-def _env(color: bool) -> jinja2.Environment:
+def _env(color: bool, runbooks: Runbooks) -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(
@@ -48,7 +47,7 @@ def _env(color: bool) -> jinja2.Environment:
     def num(v: Any) -> str:
         return f"{float(v):g}" if isinstance(v, int | float) else str(v)
 
-    env.globals["runbook"] = lambda code: runbook_url(str(code), os.environ.get(RUNBOOK_ENV))
+    env.globals["runbook"] = lambda code: runbooks.resolve(str(code))
     env.filters["paint"] = paint
     env.filters["num"] = num
     env.filters["indent_block"] = lambda s, n=4: "\n".join(
@@ -60,10 +59,16 @@ def template_name(command: str) -> str:
     return f"cli/{command.replace('-', '_')}.txt.j2"
 
 
+def _runbooks(runbooks: Runbooks | None) -> Runbooks:
+    return runbooks if runbooks is not None else from_env(os.environ)
+
+
 def render_text(diag: Diagnosis, *, color: bool = False, source: str = "",
-                wide: bool = False, width: int | None = None) -> str:
+                wide: bool = False, width: int | None = None,
+                runbooks: Runbooks | None = None) -> str:
     """``wide``: tables with every column, whole (``-o wide``). ``width``: the terminal's,
-    that tables fit (``bot.table.terminal_width``); None: no limit."""
+    that tables fit (``bot.table.terminal_width``); None: no limit. ``runbooks``: where
+    findings' runbooks are (default: the environment's settings)."""
     from bot.clitables import TABLES
     from bot.table import render
 
@@ -73,7 +78,7 @@ def render_text(diag: Diagnosis, *, color: bool = False, source: str = "",
         return render(columns, body, width=width, wide=wide, color=color,
                       indent=indent).removesuffix("\n")
 
-    tmpl = _env(color).get_template(template_name(diag.command))
+    tmpl = _env(color, _runbooks(runbooks)).get_template(template_name(diag.command))
     problems = [f for f in diag.findings if f.severity.is_problem]
     return tmpl.render(
         d=diag, findings=diag.findings, problems=problems, source=source, wide=wide,
@@ -81,22 +86,28 @@ def render_text(diag: Diagnosis, *, color: bool = False, source: str = "",
     )
 
 
-def document(diag: Diagnosis, *, source: str = "") -> dict[str, Any]:
+def document(diag: Diagnosis, *, source: str = "",
+             runbooks: Runbooks | None = None) -> dict[str, Any]:
     """The ``-o json``/``-o yaml`` document: docs/schema/diagnosis.schema.json describes it.
-    Whole numbers are integers (a GPU count is 8, not 8.0)."""
+    Whole numbers are integers (a GPU count is 8, not 8.0). Each finding carries its
+    resolved ``runbook``: a URL, or the installed page's path."""
     out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
     out.update(_plain(diag.to_json()))
     out["source"] = source
+    books = _runbooks(runbooks)
+    for f in out.get("findings", []):
+        f["runbook"] = books.resolve(f["code"])
     return out
 
 
-def render_json(diag: Diagnosis, *, source: str = "") -> str:
-    return json.dumps(document(diag, source=source), indent=2, sort_keys=False)
+def render_json(diag: Diagnosis, *, source: str = "", runbooks: Runbooks | None = None) -> str:
+    return json.dumps(document(diag, source=source, runbooks=runbooks), indent=2,
+                      sort_keys=False)
 
 
-def render_yaml(diag: Diagnosis, *, source: str = "") -> str:
-    return yaml.safe_dump(document(diag, source=source), sort_keys=False, allow_unicode=True,
-                          width=100)
+def render_yaml(diag: Diagnosis, *, source: str = "", runbooks: Runbooks | None = None) -> str:
+    return yaml.safe_dump(document(diag, source=source, runbooks=runbooks), sort_keys=False,
+                          allow_unicode=True, width=100)
 
 
 def _plain(value: Any) -> Any:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from bot.runbook import runbook_url
+from bot.runbook import Runbooks
 from bot.slack.config import ENV, SECRET_ENV, Settings
 from handlers.codes import CODES
 
@@ -38,9 +38,12 @@ def test_the_runbook_index_lists_the_spec_catalogue() -> None:
     assert sorted(c for c in spec if f"]({c}.md)" not in index) == []
 
 
-def test_findings_link_to_the_page_of_their_code() -> None:
-    assert runbook_url("GPU_UNHEALTHY").endswith("/docs/runbook/GPU_UNHEALTHY.md")
-    assert runbook_url("X", "https://wiki.example.com/gpu") == "https://wiki.example.com/gpu/X.md"
+def test_every_code_s_page_is_installed_with_the_package() -> None:
+    """bot/runbooks is what a wheel carries (tests/test_wheel.py): the pages of docs/runbook."""
+    for code in CODES:
+        installed = Runbooks().path(code)
+        assert installed.is_file(), code
+        assert installed.read_bytes() == (RUNBOOK / installed.name).read_bytes(), code
 
 
 def _table(text: str) -> dict[str, list[str]]:

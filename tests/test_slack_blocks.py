@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.runbook import runbook_url
+from bot.runbook import Runbooks
 from bot.slack.blocks import (
     HEADER_TEXT,
     MAX_BLOCKS,
@@ -63,7 +63,8 @@ def strip_code(mrkdwn: str) -> str:
     return re.sub(r"`[^`\n]*`", "", s)
 
 
-OUR_LINKS = re.compile("<" + re.escape(runbook_url("CODE")).replace("CODE", "[A-Z_]+")
+LINKED = Renderer(runbooks=Runbooks("https://wiki.example.com/gpu/"))
+OUR_LINKS = re.compile("<" + re.escape("https://wiki.example.com/gpu/") + r"[A-Z_]+\.md"
                        + r"\|Runbook>")
 
 
@@ -90,8 +91,8 @@ def nasty_diagnosis() -> Diagnosis:
 
 
 def test_cluster_text_is_shown_literally_never_as_mention_link_or_formatting() -> None:
-    r = R.render(nasty_diagnosis(), argv=["why-pending", NASTY], source=f"snapshot {NASTY}",
-                 requester="U0USER1")
+    r = LINKED.render(nasty_diagnosis(), argv=["why-pending", NASTY],
+                      source=f"snapshot {NASTY}", requester="U0USER1")
     for m in r.messages:
         validate(m.blocks)
         raw = json.dumps(m.blocks)

@@ -60,6 +60,9 @@ def test_the_wheel_carries_every_template_and_data_file(wheel: Path) -> None:
             and not p.relative_to(ROOT).as_posix().startswith("bot/templates/")}
     assert data <= names, f"not in the wheel: {sorted(data - names)}"
     assert not any(n.startswith(("tests/", "templates/", "examples/")) for n in names)
+    # the runbook pages a finding points to when no runbook_base_url is set
+    pages = {f"bot/runbooks/{p.name}" for p in (ROOT / "docs" / "runbook").glob("*.md")}
+    assert pages and pages <= names, f"not in the wheel: {sorted(pages - names)}"
 
 
 @pytest.fixture(scope="module")
@@ -101,8 +104,13 @@ def test_the_installed_wheel_diagnoses_an_example(fresh_venv: Path, tmp_path: Pa
     out = _run(fresh_venv, "gpubot", "why-pending", "ml-team/train-0",
                "--snapshot", str(EXAMPLE), "-o", "json", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    codes = [f["code"] for f in json.loads(out.stdout)["findings"]]
-    assert "DEVICE_PLUGIN_CRASHLOOP" in codes
+    findings = json.loads(out.stdout)["findings"]
+    assert "DEVICE_PLUGIN_CRASHLOOP" in [f["code"] for f in findings]
+    # no runbook URL set: each runbook is the page installed with the wheel
+    for f in findings:
+        page = Path(f["runbook"])
+        assert page.is_relative_to(fresh_venv) and page.is_file(), f["runbook"]
+        assert page.read_text().startswith(f"# {f['code']}: ")
 
 
 def test_the_installed_wheel_renders_slack_cards(fresh_venv: Path, tmp_path: Path) -> None:

@@ -120,15 +120,17 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO, environ: Mapping[st
     if args.png and not write_chart(diag, args.png, err):
         return EXIT_NOT_FOUND
     from bot.render import render_json, render_text, render_yaml
+    from bot.runbook import from_env
 
+    runbooks = from_env(environ, args.runbook_base_url)  # checked by bot.cli.main
     if args.output == "json":
-        out.write(render_json(diag, source=view.source) + "\n")
+        out.write(render_json(diag, source=view.source, runbooks=runbooks) + "\n")
     elif args.output == "yaml":
-        out.write(render_yaml(diag, source=view.source))
+        out.write(render_yaml(diag, source=view.source, runbooks=runbooks))
     else:
         from bot.table import terminal_width
 
         out.write(render_text(diag, color=use_color(args.color, out, environ),
                               source=view.source, wide=args.output == "wide",
-                              width=terminal_width(out, environ)))
+                              width=terminal_width(out, environ), runbooks=runbooks))
     return EXIT_FINDINGS if failed_on(diag, args.fail_on) else EXIT_OK

@@ -83,7 +83,7 @@ class SlackBot:
         self.approvals = approvals  # actions behind an approval (bot/slack/approvals.py)
         self.view = view
         self.metrics = metrics or Metrics()
-        self.renderer = renderer or Renderer(runbook_base=settings.runbook_url)
+        self.renderer = renderer or Renderer(runbooks=settings.runbooks())
         self.cluster_probe = cluster_probe
         self._clock = clock
         # Follow-ups that must not hold up an ack (ephemeral notes, mentions, approvals).

@@ -31,7 +31,7 @@ import jinja2
 from markupsafe import Markup
 
 from bot.resources import TEMPLATE_DIR
-from bot.runbook import runbook_url, valid_base
+from bot.runbook import SOURCE_DIR, Runbooks, page, valid_base
 from bot.slack.mrkdwn import code_raw, escape, pre_raw
 from handlers.cards import card
 from handlers.model import Diagnosis, Finding, Severity
@@ -201,7 +201,17 @@ def link(url: str, text: str) -> Markup:
     return Markup(json.dumps(out, ensure_ascii=False)[1:-1])
 
 
-def _env(template_dir: Path, runbook_base: str | None = None) -> jinja2.Environment:
+def runbook_link(runbooks: Runbooks, code: str) -> Markup:
+    """``code``'s runbook as a link, or, with no URL set, the page named as text: a path on
+    the bot's disk would be a broken link in Slack."""
+    url = runbooks.url(code)
+    if url is not None:
+        return link(url, "Runbook")
+    text = f"Runbook: gpubot's `{SOURCE_DIR}/{page(code)}`"
+    return Markup(json.dumps(text, ensure_ascii=False)[1:-1])
+
+
+def _env(template_dir: Path, runbooks: Runbooks) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(template_dir)),
         undefined=jinja2.StrictUndefined,
@@ -215,7 +225,7 @@ def _env(template_dir: Path, runbook_base: str | None = None) -> jinja2.Environm
     env.globals.update(button_value=button_value, icon=lambda s: SEVERITY_ICON.get(str(s), ""),
                        max_blocks=MAX_BLOCKS,
                        mention=lambda u: _user(u) or "", link=link,
-                       runbook=lambda code: runbook_url(str(code), runbook_base))
+                       runbook_link=lambda code: runbook_link(runbooks, str(code)))
     return env
 
 
@@ -319,13 +329,13 @@ def template_for(command: str) -> str:
 
 class Renderer:
     def __init__(self, template_dir: Path | str = TEMPLATE_DIR,
-                 runbook_base: str | None = None) -> None:
+                 runbooks: Runbooks | None = None) -> None:
         self.template_dir = Path(template_dir)
-        self.runbook_base = runbook_base
+        self.runbooks = runbooks or Runbooks()
 
     @cached_property
     def env(self) -> jinja2.Environment:
-        return _env(self.template_dir, self.runbook_base)
+        return _env(self.template_dir, self.runbooks)
 
     def render(self, diag: Diagnosis, *, argv: Sequence[str] = (), source: str = "",
                requester: str | None = None, changes: Changes | None = None,

@@ -23,8 +23,7 @@ from typing import Any
 
 import yaml
 
-from bot.runbook import DEFAULT_BASE as DEFAULT_RUNBOOK_BASE
-from bot.runbook import valid_base
+from bot.runbook import RunbookError, Runbooks, check_base, parse_overrides, valid_base
 from handlers.errors import GpubotError
 
 
@@ -77,7 +76,8 @@ ENV = {
     "store_path": "GPUBOT_STORE_PATH",
     "store_namespace": "GPUBOT_STORE_NAMESPACE",
     "log_format": "GPUBOT_LOG_FORMAT",
-    "runbook_url": "GPUBOT_RUNBOOK_URL",
+    "runbook_base_url": "GPUBOT_RUNBOOK_BASE_URL",
+    "runbook_overrides": "GPUBOT_RUNBOOK_OVERRIDES",
     # Prometheus and Alertmanager (bot/metrics, bot/alerts)
     "prometheus_url": "GPUBOT_PROMETHEUS_URL",
     "prometheus_timeout": "GPUBOT_PROMETHEUS_TIMEOUT",
@@ -148,7 +148,10 @@ class Settings:
     store_path: str | None = None  # sqlite file; None: ~/.local/state/gpubot/state.db
     store_namespace: str | None = None  # None: the pod's own namespace, or default
     log_format: str = "text"  # or json: one JSON object per line, for log collectors
-    runbook_url: str = DEFAULT_RUNBOOK_BASE  # findings link to <runbook_url><CODE>.md
+    # Findings link to <runbook_base_url><CODE>.md, these codes to their own pages (a team's
+    # wiki); neither: Slack names the page installed with gpubot (bot/runbook.py).
+    runbook_base_url: str | None = None
+    runbook_overrides: Mapping[str, str] | None = None
     prometheus_url: str | None = None
     prometheus_timeout: float = 5.0  # per query
     prometheus_user: str | None = None  # basic auth (password: GPUBOT_PROMETHEUS_PASSWORD)
@@ -215,9 +218,10 @@ class Settings:
         if bad:
             raise ConfigError(f"approvers must be Slack user IDs (U..., W...) or user-group "
                               f"IDs (S...), not {', '.join(bad)} ({ENV['approvers']})")
-        if not valid_base(self.runbook_url):
-            raise ConfigError(f"runbook_url must be an http(s) URL without spaces, quotes or "
-                              f"<>| ({ENV['runbook_url']}), got {self.runbook_url!r}")
+        try:
+            check_base(self.runbook_base_url, f"runbook_base_url ({ENV['runbook_base_url']})")
+        except RunbookError as err:
+            raise ConfigError(str(err)) from None
         if self.alertmanager_url is not None and not valid_base(self.alertmanager_url):
             raise ConfigError(f"alertmanager_url must be an http(s) URL without spaces, quotes "
                               f"or <>| ({ENV['alertmanager_url']}), got "
@@ -234,6 +238,9 @@ class Settings:
             except LogPatternError as e:
                 raise ConfigError(f"log_patterns_file: {e}") from None
         return self
+
+    def runbooks(self) -> Runbooks:
+        return Runbooks.of(self.runbook_base_url, self.runbook_overrides)
 
     def secrets(self) -> list[str]:
         """The secret values, for log redaction."""
@@ -293,6 +300,11 @@ def _coerce(name: str, value: Any, where: str) -> Any:
         return parse_channel_map(value, where)
     if name == "approvers":
         return parse_approvers(value, where)
+    if name == "runbook_overrides":
+        try:
+            return parse_overrides(value, where)
+        except RunbookError as err:
+            raise ConfigError(str(err)) from None
     if value is None:
         return None
     if name in DURATIONS and isinstance(value, str):
@@ -369,7 +381,14 @@ def load_file(path: str | Path) -> dict[str, Any]:
     return out
 
 
+# Variables renamed: still setting the old one would silently lose the setting.
+RENAMED_ENV = {"GPUBOT_RUNBOOK_URL": ENV["runbook_base_url"]}
+
+
 def load_env(env: Mapping[str, str]) -> dict[str, Any]:
+    for old, new in RENAMED_ENV.items():
+        if old in env:
+            raise ConfigError(f"{old} is now {new}: rename it")
     out: dict[str, Any] = {}
     for name, var in ENV.items():
         if var in env:
