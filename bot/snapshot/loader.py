@@ -28,7 +28,14 @@ from handlers.view import CLUSTER_SCOPED, Obj
 from . import jsonparse, manifest, yamlparse
 from .files import NotAFile, kernel_path, read_file
 from .logs import LogStore, find_start, read_block, unclosed
-from .model import DUMP_NAMESPACE_FILES, FILE_KINDS, USED_KINDS, LoadProblem, SnapshotError
+from .model import (
+    DUMP_KINDS,
+    DUMP_NAMESPACE_FILES,
+    FILE_KINDS,
+    USED_KINDS,
+    LoadProblem,
+    SnapshotError,
+)
 from .timestamps import stamp_reader
 from .view import SnapshotView
 
@@ -85,6 +92,7 @@ def load_snapshot(path: str | Path, *, stdin: BinaryIO | None = None,
         files=loader.files,
         configz=loader.configz,
         manifest=loader.manifest,
+        from_dump=loader.from_dump,
     )
 
 
@@ -181,6 +189,9 @@ class _Loader:
     configz: dict[str, tuple[Obj, str]] = field(default_factory=dict)
     logs: LogStore = field(init=False)
     manifest: manifest.Manifest | None = None  # gpubot snapshot's gpubot-snapshot.yaml
+    # Part of it is `kubectl cluster-info dump` output: what it lacks is then said to be
+    # what a dump leaves out, not what a `kubectl get` forgot to ask for.
+    from_dump: bool = False
     _seen_dirs: set[str] = field(default_factory=set)
     progress: Callable[[int, int], None] | None = None
     _read_files: int = 0
@@ -323,6 +334,7 @@ class _Loader:
             if start is None:
                 return
             block, pos = read_block(data, start)
+            self.from_dump = True  # START/END log blocks are the dump's
             self.logs.add_block(block)
             if not block.closed:
                 self.problems.append(unclosed(ctx.path, block))
@@ -406,6 +418,9 @@ class _Loader:
         kind = doc.get("kind")
         from_list = kind[:-4] if isinstance(kind, str) and kind != "List" else None
         item_kind = from_list or ctx.file_kind
+        # `kubectl get` prints `kind: List`; a dump prints its kinds' typed lists.
+        if from_list in DUMP_KINDS:
+            self.from_dump = True
         # A PodList's apiVersion is its Pods'; a generic List's says nothing about items.
         api = doc.get("apiVersion") if from_list else None
         if item_kind in USED_KINDS:

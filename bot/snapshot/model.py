@@ -115,6 +115,9 @@ FILE_KINDS = {
 
 # Files `cluster-info dump --output-directory` writes inside DIR/<namespace>/: their
 # directory name is the namespace of objects that lack one.
+# What `kubectl cluster-info dump` prints, each as its typed list (PodList, ...).
+DUMP_KINDS = frozenset({"Node", "Pod", "Event", "ReplicationController", "Service", "DaemonSet",
+                        "Deployment", "ReplicaSet"})
 DUMP_NAMESPACE_FILES = frozenset(
     {"events", "replication-controllers", "services", "daemonsets", "deployments",
      "replicasets", "pods"}

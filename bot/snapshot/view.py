@@ -79,6 +79,7 @@ class SnapshotView:
         files: builtins.list[str],
         configz: dict[str, tuple[Obj, str]] | None = None,
         manifest: Manifest | None = None,
+        from_dump: bool = False,
     ) -> None:
         self.path = path
         self.problems = problems
@@ -89,6 +90,7 @@ class SnapshotView:
         self._configz = configz or {}
         # gpubot snapshot's own account: when it was taken, what it could not capture.
         self.manifest = manifest
+        self.from_dump = from_dump  # part of it is `kubectl cluster-info dump` output
         self._unique: dict[str, builtins.list[Obj]] = {}
         self._by_name: dict[str, dict[tuple[str, str], Obj]] = {}
         self._by_namespace: dict[str, dict[str, builtins.list[Obj]]] = {}
@@ -183,11 +185,21 @@ class SnapshotView:
         if kind in MUST_BE_CAPTURED and kind not in self._kinds:
             # "None in the snapshot" would read as "none in the cluster": say it was not
             # captured, so that the checks needing it report "not checked" instead.
-            plural = MUST_BE_CAPTURED[kind]
-            why = f" (kubectl cluster-info dump leaves {plural} out)" if kind in NOT_IN_DUMP else ""
-            raise ViewError(
-                f"{kind}: not in the snapshot{why}; "
-                f"add them: kubectl get {plural} -A -o yaml > extra.yaml", kind=kind)
+            raise ViewError(self._not_in_snapshot(kind), kind=kind)
+
+    def _not_in_snapshot(self, kind: str) -> str:
+        """Why a kind is missing and how to add it, as fits what made the snapshot."""
+        plural = MUST_BE_CAPTURED[kind]
+        if self.manifest is not None:
+            # gpubot snapshot lists every kind it read, empty or refused (then in the manifest).
+            return (f"{kind}: not in the snapshot, though gpubot snapshot collects {plural} "
+                    f"(and names them as not captured when RBAC refuses them): was "
+                    f"{plural}.json removed? Take the snapshot again with gpubot snapshot")
+        add = f"add them: kubectl get {plural} -A -o yaml > extra.yaml"
+        if self.from_dump and kind in NOT_IN_DUMP:
+            return (f"{kind}: not in the snapshot (kubectl cluster-info dump leaves {plural} "
+                    f"out); {add}")
+        return f"{kind}: not in the snapshot; {add}"
 
     @staticmethod
     def _namespace_key(kind: str, namespace: str | None) -> str:
