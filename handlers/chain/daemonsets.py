@@ -228,9 +228,9 @@ def _security_fix(mechanism: str, ds: Obj) -> Fix:
         return Fix(
             f"PodSecurityPolicy (Kubernetes <= 1.24): let service account {ns}/{sa} use a "
             "policy that allows privileged pods, host namespaces and hostPath volumes. The "
-            "role below may use every policy; name the privileged one with --resource-name "
-            "to narrow it. The GPU operator's chart creates such a policy with "
-            "psp.enabled=true.",
+            f"role {role} these commands create may use every policy; name the privileged one "
+            "with --resource-name to narrow it. The GPU operator's chart creates such a "
+            "policy with psp.enabled=true.",
             (kubectl("get", "podsecuritypolicies"),
              kubectl("create", "role", role, "--verb=use",
                      "--resource=podsecuritypolicies.policy", namespace=ns),

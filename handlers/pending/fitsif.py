@@ -274,7 +274,8 @@ class _Search:
         repair would not give the pod what it asks."""
         physical, alloc = self.physical(f.node), f.allocatable.get(res, 0.0)
         held = f.requested.get(res, 0.0)
-        fix = f"repair the GPU stack on {f.node} (see its findings above)"
+        # Said the same on a card, where the findings are in the thread, and in the CLI.
+        fix = f"repair the GPU stack on {f.node} (the findings about it say what is broken)"
         if physical > alloc:
             if physical - held < self.need:
                 self.near.append((1, f"repairing the GPU stack on {f.node} gives it "

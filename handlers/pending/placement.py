@@ -586,8 +586,8 @@ def _cpu_memory_findings(p: Placement, usable: list[NodeFit], ref: ObjectRef) ->
         + " the pod also asks.",
         (ref, *(ObjectRef("Node", f.node) for f, _ in hit[:5])),
         tuple(f"node {f.node}: {r.reason}" for f, rs in hit[:6] for r in rs),
-        Fix("Lower the pod's cpu/memory requests to what a GPU node can give (see the free "
-            "amounts above), or move CPU-only pods off the GPU nodes (taint them "
+        Fix("Lower the pod's cpu/memory requests to what a GPU node can give (the finding's "
+            "evidence gives each node's), or move CPU-only pods off the GPU nodes (taint them "
             "nvidia.com/gpu=present:NoSchedule)."),
     )]
 

@@ -221,6 +221,10 @@ def check_quota_exceeded(ctx: PendingContext, quotas: list[Obj]) -> list[Finding
             res = k[len(REQUESTS):] if k.startswith(REQUESTS) else k
             evidence += _holder_lines(ctx, res)
         key = gpu_keys[0] if gpu_keys else "requests.nvidia.com/gpu"
+        # A holder by name, not "above": on a Slack card the evidence is in the thread.
+        holders = _holders(ctx, key.removeprefix(REQUESTS))
+        stop = "stop a pod that holds it" + (
+            f", such as {ctx.namespace}/{holders[0][0]}" if holders else "")
         q_req, q_used, q_lim = ex.keys.get(key, (None, None, None))
         bigger = fmt_quantity((_q(q_used) or 0.0) + (_q(q_req) or 0.0)) if q_used else ""
         out.append(Finding(
@@ -229,8 +233,8 @@ def check_quota_exceeded(ctx: PendingContext, quotas: list[Obj]) -> list[Finding
             f"{q_lim}, and the pod asks {q_req} more; the API server refuses to create it.",
             (ctx.target_ref, ObjectRef("ResourceQuota", ex.quota, ctx.namespace)),
             tuple(evidence),
-            raise_quota(ctx.namespace, ex.quota, key, bigger, "stop a holder above") if bigger
-            else Fix("Free quota (stop a holder above), or raise it.",
+            raise_quota(ctx.namespace, ex.quota, key, bigger, stop) if bigger
+            else Fix(f"Free quota ({stop}), or raise it.",
                      (kubectl("edit", "resourcequota", ex.quota, namespace=ctx.namespace),)),
         ))
     return out
