@@ -197,6 +197,30 @@ def _digest(bot: SlackBot, settings: Settings, running: Running | None
         return None
 
 
+def _log_startup(bot: SlackBot, settings: Settings, source: str) -> None:
+    """The operator log's first records: what runs where, and what every channel may see.
+    The team comes from auth.test (its failure is logged by the poster, and said here)."""
+    from bot import oplog
+    from bot.version import version
+
+    bot.poster.auth_test()
+    team = bot.poster.team or "unknown (auth.test failed)"
+    store = settings.store if settings.store != "sqlite" else (
+        f"sqlite {settings.store_path or '~/.local/state/gpubot/state.db'}")
+    if settings.store == "kubernetes":
+        store += f" in {settings.store_namespace or 'its own namespace'}"
+    fields = {"event": "startup", "version": version(), "team": team,
+              "team_id": bot.poster.team_id or "", "mode": settings.mode, "cluster": source,
+              "store": store, "actions": bot.approvals is not None,
+              "alerts": bot.alerts is not None}
+    oplog.log.info("gpubot %s serving %s in %s mode for Slack team %s; store: %s",
+                   fields["version"], source, settings.mode, team, store, extra=fields)
+    if settings.channel_namespaces is None:
+        oplog.log.warning(
+            "no channel map (GPUBOT_CHANNEL_NAMESPACES): every channel the bot is in may "
+            "query every namespace", extra={"event": "channel_scope", "scope": "all"})
+
+
 def _logging(level: str, secrets: list[str], log_format: str = "text") -> None:
     from bot.slack import redact
 
@@ -276,7 +300,7 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
         server.stop(0)
         close_view()
         return EXIT_USAGE
-    log.info("gpubot serving %s in %s mode", view.source, settings.mode)
+    _log_startup(bot, settings, view.source)
     for typo in unknown_env(env):
         log.warning("%s", typo)
     running = _sentinel(bot, settings)

@@ -59,12 +59,14 @@ class Policy:
 
 def new_request(plan: Plan, *, requester: str, channel: str, thread_ts: str | None,
                 source: str, pending_pods: Iterable[tuple[str, str]] = (),
-                ttl: float, now: float | None = None) -> dict[str, Any]:
+                ttl: float, now: float | None = None, request_id: str = "") -> dict[str, Any]:
+    """``request_id``: the Slack request it came from (the operator log's, bot/oplog.py):
+    the command whose card offered the action, or the action command itself."""
     now = time.time() if now is None else now
     return {
         "id": secrets.token_hex(8), "action": plan.action, "target": plan.target,
         "plan": plan.to_json(), "requester": requester, "channel": channel,
-        "thread_ts": thread_ts or "", "source": source,
+        "thread_ts": thread_ts or "", "source": source, "request_id": request_id,
         "pending_pods": [list(p) for p in pending_pods],
         "created": now, "expires": now + ttl, "state": PENDING,
     }
@@ -176,7 +178,8 @@ class Auditor:
             "action": req.get("action"), "target": req.get("target"),
             "objects": Plan.from_json(req["plan"]).objects if req.get("plan") else [],
             "requester": req.get("requester"), "approver": req.get("decided_by"),
-            "channel": req.get("channel"), "state": req.get("state"), **extra,
+            "channel": req.get("channel"), "state": req.get("state"),
+            "request_id": req.get("request_id") or "", **extra,
         }
         try:
             self.log.append(entry)

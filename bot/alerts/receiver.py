@@ -12,9 +12,11 @@ from __future__ import annotations
 import hmac
 import json
 import logging
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from bot import oplog
 from bot.alerts.notifier import AlertNotifier
 from bot.alerts.payload import PayloadError, parse
 from bot.alerts.routing import Route, channel_for
@@ -52,18 +54,25 @@ class AlertReceiver:
     def __call__(self, environ: WSGIEnvironment,
                  start_response: StartResponse) -> Iterable[bytes]:
         status = [0]
+        seen: dict[str, Any] = {}  # what _serve read of the group, for the operator log
+        started = time.monotonic()
 
         def counted(line: str, headers: list[tuple[str, str]], exc: Any = None) -> Any:
             status[0] = int(line.split()[0])
             return start_response(line, headers)
 
         try:
-            return self._serve(environ, counted)
+            return self._serve(environ, counted, seen)
         finally:
-            self._count(_OUTCOMES.get(status[0], str(status[0])))
+            outcome = _OUTCOMES.get(status[0], str(status[0]))
+            self._count(outcome)
+            oplog.event("alert", command=seen.get("alertname", "alertmanager"),
+                        target=seen.get("group", ""), channel=seen.get("channel", ""),
+                        outcome=outcome, duration=time.monotonic() - started,
+                        request_id=oplog.new_request_id(), alerts=seen.get("alerts"))
 
-    def _serve(self, environ: WSGIEnvironment,
-               start_response: StartResponse) -> Iterable[bytes]:
+    def _serve(self, environ: WSGIEnvironment, start_response: StartResponse,
+               seen: dict[str, Any]) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") != "POST":
             return _answer(start_response, 405, {"error": "POST Alertmanager's webhook here"})
         auth = str(environ.get("HTTP_AUTHORIZATION", ""))
@@ -92,6 +101,9 @@ class AlertReceiver:
             return _answer(start_response, 400, {"error": str(err)})
         channel = channel_for(group.common_labels or group.alerts[0].labels, self.routes,
                               self.default_channel)
+        names = sorted({a.labels.get("alertname", "?") for a in group.alerts})
+        seen.update(alertname=",".join(names), group=group.group_key,
+                    channel=channel or "", alerts=len(group.alerts))
         if not channel:
             return _answer(start_response, 400, {"error": "no channel for this group: set "
                                                  "GPUBOT_ALERT_CHANNEL or a matching route"})

@@ -35,6 +35,7 @@ from typing import Any
 from slack_bolt import Ack, BoltContext, BoltRequest
 from slack_sdk.errors import SlackApiError
 
+from bot import oplog
 from bot.actions import units
 from bot.actions.cluster import Cluster
 from bot.actions.requests import (
@@ -108,6 +109,7 @@ class ActionAsked(Asked):
     target: str = ""  # a node, --all, or audit's N
     source: str = "command"  # or "finding CODE": the button of a verdict card's finding
     pending_pods: tuple[tuple[str, str], ...] = ()  # the diagnosis' pod, to report on after
+    origin: str = ""  # the request id of the command whose card offered it (bot/oplog.py)
 
 
 class ParseAction(Guard):
@@ -117,6 +119,7 @@ class ParseAction(Guard):
         try:
             name, target = _parse(tokenize(asked.text))
         except CommandError as err:
+            asked.request.finished("action", "usage_error")
             asked.answer(f":warning: {err}\nTry: {code(f'{asked.prefix} {USAGE}')}")
             return None
         return ActionAsked(asked.request, asked.answer, text=asked.text, prefix=asked.prefix,
@@ -233,15 +236,17 @@ class Approvals:
         assert isinstance(a, ActionAsked)
         if a.name == "audit":
             ack(**self.audit_message(int(a.target or 10)))
+            a.request.finished("audit", "ok", target=a.target)
             return
         if self.cluster is None:
             ack(text=":lock: Actions need a live cluster: this gpubot reads a snapshot.",
                 response_type="ephemeral")
+            a.request.finished(a.name, "not_enabled", target=a.target)
             return
         ack(text=f":hourglass_flowing_sand: Preparing an approval request for "
                  f"{code(f'{a.name} {a.target}')} ...", response_type="ephemeral")
         self._submit(self.request, a.name, a.target, a.request.user, a.request.channel, None,
-                     a.source, [])
+                     a.source, [], a.request.id)
 
     def read_finding(self, req: BoltRequest) -> ActionAsked | None:
         """A finding's action button on a verdict card; answers are ephemeral messages in
@@ -263,16 +268,18 @@ class Approvals:
         def answer(text: str, blocks: Sequence[dict[str, Any]] | None = None) -> None:
             self.poster.ephemeral(channel, user, text, thread_ts=thread, blocks=blocks)
 
-        if self.cluster is None:
-            answer(":lock: Actions need a live cluster: this gpubot reads a snapshot.")
-            return None
         request = Request(user, channel, field(body, "channel", "name"),
                           field(body, "response_url") or None, time.monotonic(),
-                          thread_ts=thread)
+                          thread_ts=thread, kind="action")
+        if self.cluster is None:
+            answer(":lock: Actions need a live cluster: this gpubot reads a snapshot.")
+            request.finished(name, "not_enabled", target=node)
+            return None
         source = f"finding {value.get('c')}" if value.get("c") else "finding"
         return ActionAsked(request, answer, prefix=self.slash, name=name, command=NODE_LEVEL,
                            target=node, source=source,
-                           pending_pods=tuple(_pods_of(str(value.get("t") or ""))))
+                           pending_pods=tuple(_pods_of(str(value.get("t") or ""))),
+                           origin=str(value.get("r") or ""))
 
     def on_finding(self, ack: Ack, context: BoltContext) -> None:
         """A finding's button, read and guarded: a request in the card's thread."""
@@ -280,23 +287,29 @@ class Approvals:
         a = asked(context)
         assert isinstance(a, ActionAsked)
         self._submit(self.request, a.name, a.target, a.request.user, a.request.channel,
-                     a.request.thread_ts, a.source, list(a.pending_pods))
+                     a.request.thread_ts, a.source, list(a.pending_pods),
+                     a.origin or a.request.id)
 
     def request(self, name: str, target: str, user: str, channel: str, thread: str | None,
-                source: str, pending_pods: list[tuple[str, str]]) -> None:
+                source: str, pending_pods: list[tuple[str, str]], request_id: str = "") -> None:
+        """``request_id``: the operator log's id the approval request is audited with."""
         assert self.cluster is not None
         try:
             plan = units.preflight(self.cluster, name, target)
         except (ActionError, LiveError) as err:
+            oplog.event("action", command=name, target=target, user=user, channel=channel,
+                        outcome="cannot_ask", request_id=request_id)
             self._ephemeral(channel, user, thread,
                             f":x: Cannot ask for {code(f'{name} {target}')}: {escape(err)}")
             return
         req = new_request(plan, requester=user, channel=channel, thread_ts=thread,
                           source=source, pending_pods=pending_pods, ttl=self.policy.ttl,
-                          now=self._clock())
+                          now=self._clock(), request_id=request_id)
         try:
             self.requests.create(req)
         except StoreError as err:
+            oplog.event("action", command=name, target=target, user=user, channel=channel,
+                        outcome="error", request_id=request_id)
             self._ephemeral(channel, user, thread, f":x: Cannot store the request: "
                                                    f"{escape(err)}")
             return
@@ -449,10 +462,17 @@ class Approvals:
         return {"text": text[:3900], "response_type": "ephemeral"}
 
     def _record(self, event: str, req: dict[str, Any], **extra: Any) -> None:
-        """The audit trail, and ``gpubot_commands_total{command=ACTION, outcome=EVENT}``."""
+        """The audit trail, ``gpubot_commands_total{command=ACTION, outcome=EVENT}`` and
+        the operator log, with the request id the audit record carries."""
         if self._metrics is not None:
             self._metrics.count(str(req.get("action", "action")), event)
         self.audit(event, req, **extra)
+        oplog.event("action", command=str(req.get("action", "")),
+                    target=str(req.get("target", "")), outcome=event,
+                    user=str(extra.get("clicker") or req.get("decided_by")
+                             or req.get("requester") or ""),
+                    channel=str(req.get("channel", "")), duration=extra.get("seconds"),
+                    request_id=str(req.get("request_id") or ""), approval=req.get("id"))
 
     # -- Slack plumbing -------------------------------------------------------------------------
 

@@ -339,7 +339,9 @@ class Renderer:
 
     def render(self, diag: Diagnosis, *, argv: Sequence[str] = (), source: str = "",
                requester: str | None = None, changes: Changes | None = None,
-               command_prefix: str = "/gpu") -> Rendered:
+               command_prefix: str = "/gpu", request_id: str | None = None) -> Rendered:
+        """``request_id``: the request answered; its action buttons carry it, so that the
+        approval a click asks for is audited with it (bot/oplog.py)."""
         state = _State()
         name = template_for(diag.command)
         tmpl = self.env.get_or_select_template([name, "slack/generic.j2"])
@@ -349,7 +351,8 @@ class Renderer:
         out = tmpl.render(
             d=diag, findings=diag.findings, problems=problems, top=top, worst=worst,
             source=source, requester=_user(requester), changes=changes,
-            recheck=self._recheck(diag, argv), actions=self._actions(diag, problems),
+            recheck=self._recheck(diag, argv),
+            actions=self._actions(diag, problems, request_id),
             more=state.more, command_line=" ".join(argv) or diag.command,
             command_prefix=command_prefix,
         )
@@ -384,7 +387,9 @@ class Renderer:
             return button_value(payload)
 
     @staticmethod
-    def _actions(diag: Diagnosis, problems: list[Finding]) -> list[dict[str, Any]]:
+    def _actions(diag: Diagnosis, problems: list[Finding], request_id: str | None
+                 ) -> list[dict[str, Any]]:
+        origin = {"r": request_id} if request_id else {}
         seen: dict[tuple[str, str], dict[str, Any]] = {}
         for f in problems:
             for action, target in f.actions:
@@ -392,7 +397,7 @@ class Renderer:
                     seen[(action, target)] = {
                         "label": action_label(action, target, f.code),
                         "value": button_value({"v": 1, "a": action, "t": diag.target,
-                                               "n": target, "c": f.code}),
+                                               "n": target, "c": f.code, **origin}),
                         "code": f.code,
                     }
         return list(seen.values())

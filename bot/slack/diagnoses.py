@@ -31,7 +31,7 @@ from bot.slack.metrics import Metrics
 from bot.slack.pool import Deadline, DiagnosisPool, Job
 from bot.slack.poster import Poster, error_name
 from bot.slack.reads import GuardedView, reading
-from bot.slack.request import Asked, Request
+from bot.slack.request import Asked, Request, target_of
 from handlers.errors import GpubotError
 from handlers.model import Diagnosis
 from handlers.runtime.source import MetricsSource
@@ -69,16 +69,19 @@ class Diagnoses:
         assert cmd is not None
         if cmd.name == "help":
             self.metrics.count("help", "help")
+            req.finished("help", "help", target=target_of(cmd))
             msg = self.help_message(cmd.target, req, asked.prefix)
             asked.answer(msg["text"], msg["blocks"])
             return
         if cmd.name == "sentinel" and self.sentinel_status is not None:
             self.metrics.count("sentinel", "answered")
+            req.finished("sentinel", "answered")
             msg = self.sentinel_status(req)
             asked.answer(msg["text"], msg["blocks"])
             return
         if self.submit(cmd, req) is None:
             self.metrics.count(cmd.name, "busy")
+            req.finished(cmd.name, "busy", target=target_of(cmd))
             asked.answer(messages.busy(self.pool.queued))
             return
         asked.answer(messages.diagnosing(cmd.line(), self.view.source))
@@ -91,12 +94,14 @@ class Diagnoses:
         with self._lock:
             if key in self._rechecking:
                 self.metrics.duplicates.labels(why="recheck_running").inc()
+                req.finished(cmd.name, "duplicate", target=target_of(cmd))
                 return
             self._rechecking.add(key)
         if self.submit(cmd, req) is None:
             with self._lock:
                 self._rechecking.discard(key)
             self.metrics.count(cmd.name, "busy")
+            req.finished(cmd.name, "busy", target=target_of(cmd))
             asked.answer(messages.busy(self.pool.queued))
 
     def help_message(self, topic: str | None, req: Request,
@@ -140,16 +145,20 @@ class Diagnoses:
         def on_error(err: BaseException) -> None:
             self._done_rechecking(req)
             if isinstance(err, GpubotError):
-                self.metrics.count(cmd.name, "not_found" if type(err).__name__ ==
-                                   "TargetNotFound" else "usage_error")
+                outcome = "not_found" if type(err).__name__ == "TargetNotFound" else (
+                    "usage_error")
+                self.metrics.count(cmd.name, outcome)
+                req.finished(cmd.name, outcome, target=target_of(cmd))
                 self.poster.respond(req, messages.failed(line, scope.error_text(err, allowed)))
             else:
                 self.metrics.count(cmd.name, "error")
+                req.finished(cmd.name, "error", target=target_of(cmd))
                 self.poster.respond(req, messages.internal_error(line))
 
         def on_timeout(deadline: Deadline) -> None:
             self._done_rechecking(req)
             self.metrics.count(cmd.name, "timeout")
+            req.finished(cmd.name, "timeout", target=target_of(cmd))
             self.metrics.diagnosis_seconds.labels(command=cmd.name).observe(deadline.seconds)
             self.poster.respond(req, messages.timed_out(line, deadline.seconds, deadline.doing,
                                                         self.view.source))
@@ -179,6 +188,7 @@ class Diagnoses:
                changes: Changes | None = None) -> Rendered:
         return self.renderer.render(diag, argv=cmd.argv(), source=self.view.source,
                                     requester=req.user or None, changes=changes,
+                                    request_id=req.id,
                                     command_prefix=self.settings.command)
 
     # -- the answer -------------------------------------------------------------------------
@@ -193,6 +203,8 @@ class Diagnoses:
             return
         self.post_thread(req.channel, req.thread_ts or ts, rendered, cmd, diag)
         self.metrics.count(cmd.name, "answered")
+        req.finished(cmd.name, "answered", target=target_of(cmd),
+                     codes=[f.code for f in diag.findings])
         self.metrics.answer_seconds.labels(command=cmd.name).observe(self._clock() - req.received)
         if cmd.name == "nodes":  # drawing takes a second: not on the worker that answers
             threading.Thread(target=self.attach_chart, args=(req.channel, ts, diag),
@@ -207,11 +219,14 @@ class Diagnoses:
         try:
             self.poster.update(req.channel, req.card_ts, rendered.card)
         except SlackApiError as err:
+            req.finished(cmd.name, "error", target=target_of(cmd))
             self.poster.respond(req, messages.cannot_post(error_name(err)))
             return
         if changes.added or changes.resolved or not changes.known:
             self.post_thread(req.channel, req.thread_ts or req.card_ts, rendered, cmd, diag)
         self.metrics.count("recheck", "answered")
+        req.finished(cmd.name, "answered", target=target_of(cmd),
+                     codes=[f.code for f in diag.findings])
         self.metrics.answer_seconds.labels(command="recheck").observe(
             self._clock() - req.received)
 
@@ -261,11 +276,13 @@ class Diagnoses:
         stem = re.sub(r"[^A-Za-z0-9._-]+", "-", f"gpubot-{cmd.name}-{diag.target}").strip("-")
         uploads: list[dict[str, Any]] = []
         try:
-            uploads.append({"content": render_text(diag, source=self.view.source),
+            uploads.append({"content": render_text(diag, source=self.view.source,
+                                                   runbooks=self.renderer.runbooks),
                             "filename": f"{stem}.txt", "title": f"{stem}.txt"})
         except Exception:  # no CLI template for this command: the JSON still says it all
             log.debug("no text report for %s", cmd.name, exc_info=True)
-        uploads.append({"content": render_json(diag, source=self.view.source),
+        uploads.append({"content": render_json(diag, source=self.view.source,
+                                               runbooks=self.renderer.runbooks),
                         "filename": f"{stem}.json", "title": f"{stem}.json"})
         with contextlib.suppress(SlackApiError):
             self.poster.upload(channel, thread_ts, uploads,
@@ -277,6 +294,7 @@ class Diagnoses:
         """The bot is not in the channel (or it is a DM): answer the asker privately."""
         name = error_name(err)
         self.metrics.count(cmd.name, "error")
+        req.finished(cmd.name, "error", target=target_of(cmd))
         blocks: Sequence[dict[str, Any]] = rendered.card.blocks
         self.poster.respond(req, messages.cannot_post(name), blocks=[
             {"type": "section", "text": {"type": "mrkdwn", "text": messages.cannot_post(name)}},

@@ -32,7 +32,7 @@ from bot.slack.commands import CommandError, parse
 from bot.slack.dedupe import Dedupe
 from bot.slack.frontdoor import MAX_TEXT
 from bot.slack.metrics import Metrics
-from bot.slack.request import ASKED, Asked, asked, field
+from bot.slack.request import ASKED, Asked, asked, field, target_of
 from handlers.errors import GpubotError
 
 log = logging.getLogger("gpubot.slack")
@@ -120,6 +120,7 @@ class RateLimit(Guard):
         if not wait:
             return asked
         self.metrics.count(asked.name, "rate_limited")
+        asked.request.finished(asked.name, "rate_limited")
         log.info("rate limit: user %s, %s refused for %.0fs", user, asked.name, wait)
         asked.answer(messages.rate_limited(self.limiter.limit, wait))
         return None
@@ -138,6 +139,7 @@ class CommandSize(Guard):
         if len(asked.text) <= self.max_text:
             return asked
         self.metrics.count("unknown", "usage_error")
+        asked.request.finished("unknown", "usage_error")
         asked.answer(f"That command is {len(asked.text):,} characters long; gpubot reads at "
                      f"most {self.max_text:,}.")
         return None
@@ -154,6 +156,7 @@ class ParseCommand(Guard):
             cmd = parse(asked.text)
         except CommandError as err:
             self.metrics.count("unknown", "usage_error")
+            asked.request.finished("unknown", "usage_error")
             asked.answer(messages.usage(asked.prefix, str(err), err.example or "help"))
             return None
         log.info("%s %s from user %s in %s", asked.prefix, cmd.line(), asked.request.user,
@@ -180,11 +183,13 @@ class ChannelAccess(Guard):
             resolved = self.policy.resolve(cmd, req.channel, req.channel_name, req.user)
         except GpubotError as err:  # a target parse_target refuses (checked in parse too)
             self.metrics.count(cmd.name, "usage_error")
+            req.finished(cmd.name, "usage_error", target=target_of(cmd))
             asked.answer(messages.usage(asked.prefix, str(err), cmd.route.example))
             return None
         if isinstance(resolved, Refusal):
             if self.count_refusals:
                 self.metrics.count(cmd.name, "refused")
+            req.finished(cmd.name, "refused", target=target_of(cmd))
             asked.answer(f":no_entry: {resolved.message}")
             return None
         return replace(asked, command=resolved)

@@ -59,7 +59,8 @@ class Listeners:
                           field(body, "channel", "name"), field(body, "response_url") or None,
                           self._clock(), card_ts=field(body, "container", "message_ts")
                           or field(body, "message", "ts"),
-                          thread_ts=field(body, "container", "thread_ts") or None)
+                          thread_ts=field(body, "container", "thread_ts") or None,
+                          kind="recheck")
         action = (body.get("actions") or [{}])[0]
         try:
             value = json.loads(action.get("value") or "")
@@ -72,6 +73,7 @@ class Listeners:
             cmd = parse_args(list(argv))
         except (ValueError, KeyError, TypeError, CommandError):
             self.metrics.count("recheck", "usage_error")
+            request.finished("recheck", "usage_error")
             self.poster.later(request, messages.bad_button())
             return None
         request = replace(request, card_codes=codes)
@@ -97,15 +99,16 @@ class Listeners:
         action = (body.get("actions") or [{}])[0]
         req = Request(field(body, "user", "id"), field(body, "channel", "id"),
                       field(body, "channel", "name"), field(body, "response_url") or None,
-                      self._clock())
+                      self._clock(), kind="action")
         label = field(action, "text", "text") or "this action"
         try:
             value = json.loads(action.get("value") or "{}")
-            log.info("action %s on %s (for %s) clicked by %s: approvals not enabled",
-                     value.get("a"), value.get("n"), value.get("t"), req.user)
-        except (ValueError, AttributeError):
-            log.info("action button with an unreadable value clicked by %s", req.user)
+        except ValueError:  # logged below as a plain "action"
+            value = None
+        value = value if isinstance(value, dict) else {}
         self.metrics.count("action", "not_enabled")
+        req.finished(str(value.get("a") or "action"), "not_enabled",
+                     target=str(value.get("n") or ""))
         self.poster.later(req, messages.approvals_disabled(label))
 
     def on_error(self, error: Exception, body: dict[str, Any]) -> None:

@@ -99,7 +99,7 @@ class Mentions:
             log.info("app_mention without user, channel or ts: ignored")
             return None
         request = Request(user, channel, "", None, self._clock(),
-                          thread_ts=str(event.get("thread_ts") or ts))
+                          thread_ts=str(event.get("thread_ts") or ts), kind="mention")
         return Asked(request, partial(self.poster.later, request),
                      text=command_text(str(event.get("text") or ""), _bot_user(body)),
                      prefix=MENTION_PREFIX)

@@ -101,6 +101,8 @@ class Poster:
         self.io = io  # for answers that must not hold up an ack (``later``)
         # The workspace's address (``https://team.slack.com/``), from auth.test: links.
         self.workspace: str | None = None
+        self.team: str | None = None  # its name and ID, from auth.test: the startup log
+        self.team_id: str | None = None
 
     def call(self, method: str, **kwargs: Any) -> Any:
         """``WebClient.<method>(**kwargs)``; any failure counted, logged and raised as a
@@ -194,6 +196,9 @@ class Poster:
             resp = self.client.auth_test()
             if resp.get("ok") and str(resp.get("url") or "").startswith("https://"):
                 self.workspace = str(resp["url"]).rstrip("/") + "/"
+            if resp.get("ok"):
+                self.team = str(resp.get("team") or "") or None
+                self.team_id = str(resp.get("team_id") or "") or None
             return bool(resp.get("ok"))
         except Exception as err:  # SlackApiError, URLError: not ready, say why
             log.warning("auth.test failed: %s", error_name(err))

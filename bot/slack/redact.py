@@ -12,6 +12,9 @@ _PATTERNS = re.compile(
     r"|(?<=Bearer )[A-Za-z0-9._~+/=-]+)"
 )
 MASK = "[redacted]"
+# LogRecord's own attributes; the others came from ``extra=`` (the operator log's fields).
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {
+    "message", "asctime"}
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
@@ -37,6 +40,14 @@ class RedactingFilter(logging.Filter):
             record.exc_text = redact(record.exc_text, self.secrets)
         if clean != message or record.args:
             record.msg, record.args = clean, None
+        for key, value in list(vars(record).items()):  # extra= fields: the JSON log's keys
+            if key in _STANDARD:
+                continue
+            if isinstance(value, str):
+                setattr(record, key, redact(value, self.secrets))
+            elif isinstance(value, list | tuple):
+                setattr(record, key, [redact(v, self.secrets) if isinstance(v, str) else v
+                                      for v in value])
         return True
 
 

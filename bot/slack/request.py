@@ -8,12 +8,15 @@ buttons alike, whatever each needs to say its refusals privately.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from dataclasses import field as attribute
 from typing import Any, Protocol
 
 from slack_bolt import BoltContext
 
+from bot import oplog
 from bot.slack.commands import Command
 
 ASKED = "gpubot_asked"  # the Asked's key in Bolt's context
@@ -31,6 +34,17 @@ class Request:
     card_ts: str | None = None  # a Re-check: the card to edit
     thread_ts: str | None = None  # asked in a thread (a mention): every answer goes there
     card_codes: tuple[str, ...] | None = None  # a Re-check: the codes the card showed
+    # The operator log's (bot/oplog.py): what kind of event, its id, when it was read.
+    kind: str = "command"  # command, mention, recheck, action
+    id: str = attribute(default_factory=oplog.new_request_id)
+    started: float = attribute(default_factory=time.monotonic)
+
+    def finished(self, command: str, outcome: str, *, target: str = "",
+                 codes: Iterable[str] = ()) -> None:
+        """The operator log's record of this request: how it ended for the asker."""
+        oplog.event(self.kind, command=command, outcome=outcome, request_id=self.id,
+                    target=target, user=self.user, channel=self.channel,
+                    duration=time.monotonic() - self.started, codes=codes)
 
 
 class Answer(Protocol):
@@ -51,6 +65,11 @@ class Asked:
     prefix: str = "/gpu"  # how hints write a command for this asker ("/gpu", "@gpubot")
     name: str = "unknown"  # what is asked, for gpubot_commands_total, once known
     command: Command | None = None  # once parsed; once admitted, with its namespace settled
+
+
+def target_of(cmd: Command) -> str:
+    """What a command is about, for the operator log: its arguments after the name."""
+    return " ".join(cmd.argv()[1:])
 
 
 def asked(context: BoltContext) -> Asked:
