@@ -56,6 +56,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 # Shared with the snapshot benchmark beside this file (the script's directory is on sys.path).
 import bench_snapshot as snapshot
+import live_sentinel
 from bench_snapshot import cli_command, finding_codes
 
 BENCH = Path(__file__).resolve().parent
@@ -589,6 +590,10 @@ def warm_child(a: argparse.Namespace) -> int:
             out["card"] = card_split(view, a.target, a.card_runs)
         if a.churn_seconds and a.fake_pid:
             out["churn"] = churn_run(view, cache, a)
+        if a.sentinel_seconds >= 0:  # after issue 12's churn run, which it would change
+            out["sentinel"] = live_sentinel.sentinel_run(
+                view, cache, a.target, warm_runs=a.warm_runs, seconds=a.sentinel_seconds,
+                block=a.sentinel_block, fake_pid=a.fake_pid)
         if a.fake_pid:
             out["relist"] = relist_run(cache, a)
         print(json.dumps(out, default=str))
@@ -725,6 +730,19 @@ def churn_run(view: Any, cache: Any, a: argparse.Namespace) -> dict[str, Any]:
             "watch_changes": changes, "drift_mb": rss[-1][1] - settled,
             "late_drift_mb": rss[-1][1] - half,
             "content_mb": (stats1["bytes"] - stats0["bytes"]) / 1e6}
+
+
+def sentinel_target(s: dict[str, float]) -> str:
+    """Issue 24: the detectors add under 5% CPU; warm why-pending's p50 does not move."""
+    quiet = s["quiet_on_p50"] / s["quiet_off_p50"]
+    line = (f"targets (issue 24): warm why-pending p50 with the sentinel on/off "
+            f"{s['quiet_on_p50']:.0f}/{s['quiet_off_p50']:.0f} ms = {quiet:.2f}x")
+    if "share" not in s:
+        return line + ", CPU share not measured (no churn: --sentinel-seconds 0)"
+    churn = s["churn_on_p50"] / s["churn_off_p50"]
+    return (line + f", under churn {s['churn_on_p50']:.0f}/{s['churn_off_p50']:.0f} ms = "
+            f"{churn:.2f}x; sentinel CPU share {100 * s['share']:.2f}% < 5% "
+            f"{'met' if s['share'] < 0.05 else 'MISSED'}")
 
 
 def cache_mb(warm: dict[str, Any]) -> float:
@@ -966,6 +984,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="pod changes a second while churning (default: 1%% of the pods served)")
     ap.add_argument("--churn-node-period", type=float, default=10.0,
                     help="seconds between two status updates of a node while churning")
+    ap.add_argument("--sentinel-seconds", type=float, default=120,
+                    help="churn with the sentinel on and off in turns this long (issue 24; "
+                    "0: only its first scan and quiet runs)")
+    ap.add_argument("--sentinel-block", type=float, default=20,
+                    help="seconds of each sentinel-on or -off block while churning")
+    ap.add_argument("--no-sentinel", action="store_true",
+                    help="skip the sentinel's measurement")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm measurement")
     ap.add_argument("--no-doctor", action="store_true", help="skip cold doctor")
     ap.add_argument(
@@ -1061,7 +1086,7 @@ def bench(a: argparse.Namespace, work: Path) -> int:
 
     churn_pods = str(a.churn_pods) if a.churn_pods else "1%"  # of the pods served
     churn_args = (["--churn-pods", churn_pods, "--churn-node-period", str(a.churn_node_period)]
-                  if a.churn_seconds else [])
+                  if a.churn_seconds or (a.sentinel_seconds > 0 and not a.no_sentinel) else [])
     fake = start_fake(data, work, a.server_timeout, churn_args)
     fake_rss, fake_hwm = proc_mem_mb(fake.proc.pid)
     print(
@@ -1207,6 +1232,10 @@ def bench(a: argparse.Namespace, work: Path) -> int:
         str(a.card_runs),
         "--churn-seconds",
         str(a.churn_seconds),
+        "--sentinel-seconds",
+        str(-1 if a.no_sentinel else a.sentinel_seconds),
+        "--sentinel-block",
+        str(a.sentinel_block),
         "--_fake-pid",
         str(fake.proc.pid),
     ]
@@ -1218,7 +1247,7 @@ def bench(a: argparse.Namespace, work: Path) -> int:
         )
         run = run_measured(
             [*warm_argv, "--warm-runs", str(a.warm_runs)], env,
-            a.sync_timeout + a.cmd_timeout + a.churn_seconds,
+            a.sync_timeout + a.cmd_timeout + a.churn_seconds + max(a.sentinel_seconds, 0),
         )
         try:
             warm = json.loads(run.stdout.strip().splitlines()[-1])
@@ -1338,6 +1367,9 @@ def bench(a: argparse.Namespace, work: Path) -> int:
                 split = " ".join(f"{pct(w, 50):.0f}/{pct(c, 50):.0f}" for w, c in minutes)
                 print(f"  churn thread CPU p50 {pct(cc, 50):.1f} ms; per 120 runs (a minute "
                       f"at two a second), wall/CPU p50 ms: {split}")
+        if warm.get("sentinel"):
+            for line in live_sentinel.report(warm["sentinel"], pct):
+                print(line)
         relist = warm.get("relist")
         if relist and relist.get("synced"):
             print(
@@ -1417,6 +1449,8 @@ def bench(a: argparse.Namespace, work: Path) -> int:
                f"{churn.get('late_drift_mb', float('nan')):+.0f} MB)" if churn else "")
             + relist_target(warm)
         )
+    if warm.get("sentinel"):
+        print(sentinel_target(live_sentinel.summary(warm["sentinel"], pct)))
     print(
         f"why-pending cold/baseline: {ratio:.2f}  warm p50 ms: {p50:.0f}  peak MB: {wp.rss_mb:.0f}"
     )

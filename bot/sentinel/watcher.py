@@ -111,6 +111,13 @@ class Watcher:
         self.polled = {d.name: d for d in chosen
                        if d.needs_metrics and d.poll is not None} if metrics else {}
         self.clock = clock
+        # The kinds the detectors are evaluated on or depend on (asked on every watch
+        # event), and the detectors of each kind: worked out once.
+        self.kinds = frozenset(k for d in self.detectors.values() for k in (d.kind, *d.also))
+        self._evaluated = frozenset(d.kind for d in self.detectors.values())
+        self._by_kind: dict[str, list[Detector]] = {}
+        for d in self.detectors.values():
+            self._by_kind.setdefault(d.kind, []).append(d)
         self.seen: dict[str, dict[str, Seen]] = {
             name: {} for name in (*self.detectors, *self.polled)}
         self._look = _Lookup(view)
@@ -121,14 +128,6 @@ class Watcher:
         self.errors: list[str] = []  # the last evaluation's unreadable kinds
         self.metrics_error: str | None = None  # why the last poll could not answer
         self.polled_at: float | None = None  # the sentinel's clock
-
-    @property
-    def kinds(self) -> frozenset[str]:
-        """Every kind the detectors are evaluated on or depend on."""
-        out: set[str] = set()
-        for d in self.detectors.values():
-            out |= {d.kind, *d.also}
-        return frozenset(out)
 
     # -- from the watch threads (cheap: only note what changed) ----------------------------
 
@@ -170,7 +169,7 @@ class Watcher:
         # The objects to evaluate, by kind; then each detector over them at once (its time).
         batches: list[tuple[str, list[tuple[str, Obj | None]]]] = []
         for kind in sorted(full):
-            if kind not in self._evaluated_kinds():
+            if kind not in self._evaluated:
                 continue
             try:
                 objs = self.view.list(kind)
@@ -186,7 +185,7 @@ class Watcher:
             batches.append((kind, [(subject(kind, *k), o) for k, o in keys.items()]))
             dirty.pop(kind, None)
         for kind, keys2 in dirty.items():
-            if kind not in self._evaluated_kinds():
+            if kind not in self._evaluated:
                 continue
             batch: list[tuple[str, Obj | None]] = []
             for ns, name in keys2:
@@ -209,11 +208,8 @@ class Watcher:
         self.stats.seconds += time.thread_time() - started
         return n
 
-    def _evaluated_kinds(self) -> frozenset[str]:
-        return frozenset(d.kind for d in self.detectors.values())
-
     def _of(self, kind: str) -> list[Detector]:
-        return [d for d in self.detectors.values() if d.kind == kind]
+        return self._by_kind.get(kind, [])
 
     def _observe(self, d: Detector, key: str, obj: Obj | None) -> None:
         seen = self.seen[d.name]

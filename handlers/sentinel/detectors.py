@@ -37,6 +37,7 @@ from handlers.grouping import pool_of
 from handlers.kube.resources import pod_requests
 from handlers.model import ObjectRef
 from handlers.timefmt import parse_time
+from handlers.words import counted
 
 if TYPE_CHECKING:
     from handlers.runtime.source import MetricsSource
@@ -182,19 +183,23 @@ def _down(pod: Obj) -> tuple[str, datetime | None] | None:
     if meta.get("deletionTimestamp") or st.get("phase") in ("Succeeded",):
         return None
     ready = next((c for c in st.get("conditions") or [] if c.get("type") == "Ready"), None)
-    since = parse_time((ready or {}).get("lastTransitionTime")) or parse_time(
-        meta.get("creationTimestamp"))
+    why: str | None = None
     for cs in (st.get("initContainerStatuses") or []) + (st.get("containerStatuses") or []):
         waiting = (cs.get("state") or {}).get("waiting") or {}
         if waiting.get("reason") in _WAITING_DOWN:
             restarts = int(cs.get("restartCount") or 0)
             more = f", {restarts} restarts" if restarts else ""
-            return f"{cs.get('name')}: {waiting['reason']}{more}", since
-    if st.get("phase") == "Failed":
-        return f"pod Failed: {st.get('reason') or st.get('message') or 'no reason given'}", since
-    if ready is not None and ready.get("status") != "True":
-        return f"not Ready ({ready.get('reason') or 'containers not ready'})", since
-    return None
+            why = f"{cs.get('name')}: {waiting['reason']}{more}"
+            break
+    if why is None and st.get("phase") == "Failed":
+        why = f"pod Failed: {st.get('reason') or st.get('message') or 'no reason given'}"
+    if why is None and ready is not None and ready.get("status") != "True":
+        why = f"not Ready ({ready.get('reason') or 'containers not ready'})"
+    if why is None:
+        return None
+    # Parsed only for a pod that is down: the others are most of the cluster.
+    return why, parse_time((ready or {}).get("lastTransitionTime")) or parse_time(
+        meta.get("creationTimestamp"))
 
 
 @detector("gpu-stack-down", title="GPU stack down", kind="Pod", setting="plugin_down_after",
@@ -205,11 +210,13 @@ def stack_down(look: Lookup, pod: Obj) -> Observation | None:
     node_name = (pod.get("spec") or {}).get("nodeName")
     if not node_name:
         return None
-    comp = _component(pod)
-    if comp is None:
-        return None
+    # Whether it is down first: a look at its status, where telling a GPU stack pod from
+    # the others matches every container image against the plugins' patterns.
     down = _down(pod)
     if down is None:
+        return None
+    comp = _component(pod)
+    if comp is None:
         return None
     why, since = down
     node = look.node(str(node_name))
@@ -259,6 +266,6 @@ def pending(look: Lookup, pod: Obj) -> Observation | None:
     kind, owner = controller(pod)
     return Observation(
         "gpu-pending", f"pod/{ns}/{name}", f"{ns}/{kind} {owner}", gpus,
-        f"{ns}/{name} waits for {gpus:g} GPUs", (ObjectRef("Pod", name, ns),),
+        f"{ns}/{name} waits for {counted(gpus, 'GPU')}", (ObjectRef("Pod", name, ns),),
         ("why-pending", f"{ns}/{name}"), since=parse_time(meta.get("creationTimestamp")),
         namespace=ns)
