@@ -16,6 +16,7 @@ from bot.resources import TEMPLATE_DIR
 from bot.runbook import Runbooks, from_env
 from bot.table import ANSI
 from handlers.model import Diagnosis, Severity
+from handlers.words import counted
 
 if TYPE_CHECKING:  # -o json/yaml never renders a template: jinja2 is imported for text only
     import jinja2
@@ -47,6 +48,7 @@ def _env(color: bool, runbooks: Runbooks) -> jinja2.Environment:
     def num(v: Any) -> str:
         return f"{float(v):g}" if isinstance(v, int | float) else str(v)
 
+    env.globals["counted"] = counted
     env.globals["runbook"] = lambda code: runbooks.resolve(str(code))
     env.filters["paint"] = paint
     env.filters["num"] = num

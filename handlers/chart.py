@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from handlers.model import Diagnosis
+from handlers.words import counted
 
 # (key in the nodes ledger, legend label), in the order the bars are drawn.
 SERIES = (
@@ -35,5 +36,5 @@ def chart_data(diag: Diagnosis) -> dict[str, Any]:
         groups.append({"label": label, "values": values})
     lost = sum(float(m.get("lost") or 0.0) for m in diag.details.get("models") or [])
     return {"title": "GPUs per model: supply and demand"
-                     + (f" ({lost:g} GPUs lost)" if lost else ""),
+                     + (f" ({counted(lost, 'GPU')} lost)" if lost else ""),
             "series": [label for _, label in SERIES], "groups": groups}

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from handlers.model import Finding, Fix, ObjectRef
+from handlers.words import counted
 
 # Node-pool labels of the managed clouds, Karpenter and common conventions, first wins.
 POOL_LABELS = ("cloud.google.com/gke-nodepool", "eks.amazonaws.com/nodegroup",
@@ -47,7 +48,7 @@ def nodes_phrase(nodes: list[str], pools: Mapping[str, str | None]) -> str:
                                              if len(nodes) > _MAX_NAMED else "")
     pool = {pools.get(n) for n in nodes}
     of = f" of pool {pool.pop()}" if len(pool) == 1 and None not in pool else ""
-    return f"{len(nodes)} nodes{of} ({named})"
+    return f"{counted(len(nodes), 'node')}{of} ({named})"
 
 
 def pools_of(findings: Iterable[Finding], nodes: Mapping[str, Mapping[str, Any]]

@@ -47,6 +47,7 @@ from handlers.gpu import (
 from handlers.knowledge.gpu_counts import counts, instance_type_gpus
 from handlers.knowledge.node_conditions import known_types, matches
 from handlers.memo import Table
+from handlers.words import counted
 
 REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 # Sources, most trusted first: on a tie the first names the count.
@@ -112,8 +113,9 @@ def _from_labels(node: Mapping[str, Any]) -> tuple[Count, ...]:
     for key in counts().instance_type_keys:
         it = instance_type_gpus(str(lab.get(key) or ""))
         if it is not None:
-            out.append(Count("instance-type", it.gpus, f"{key}={lab[key]}: {it.gpus} GPUs "
-                             f"({it.family})", True))
+            out.append(Count("instance-type", it.gpus,
+                             f"{key}={lab[key]}: {counted(it.gpus, 'GPU')} ({it.family})",
+                             True))
             break  # the GA and beta labels name the same type
     conditions = (node.get("status") or {}).get("conditions") or []
     if any(str(c.get("type")) in known_types() for c in conditions):
@@ -188,10 +190,10 @@ def _disagree(said: list[Count]) -> tuple[str, ...]:
     if gfd is None or machine is None or gfd.gpus == machine.gpus:
         return ()
     if gfd.gpus < machine.gpus:
-        return (f"GFD counts {gfd.gpus} GPUs ({gfd.evidence}) but the machine has "
+        return (f"GFD counts {counted(gfd.gpus, 'GPU')} ({gfd.evidence}) but the machine has "
                 f"{machine.gpus}: the driver no longer sees {machine.gpus - gfd.gpus} (fallen "
                 "off the bus, or failed to initialise); the machine's count is taken",)
-    return (f"GFD counts {gfd.gpus} GPUs ({gfd.evidence}), more than the machine's "
+    return (f"GFD counts {counted(gfd.gpus, 'GPU')} ({gfd.evidence}), more than the machine's "
             f"{machine.gpus}: GFD's count is taken (nothing enumerates GPUs that are not there)",)
 
 
@@ -213,7 +215,8 @@ def of(node: Mapping[str, Any], dra_gpus: int | None = None) -> NodeLedger:
                           f"capacity {GPU_RESOURCE}: {cap:g}"
                           + (f" ({replicas} replicas each)" if replicas > 1 else ""), False))
     if dra_gpus:
-        said.append(Count("dra", dra_gpus, f"ResourceSlices publish {dra_gpus} GPUs", False))
+        said.append(Count("dra", dra_gpus, f"ResourceSlices publish {counted(dra_gpus, 'GPU')}",
+                          False))
     best = _pick(said, mig)
     at_least = False
     if best is None:

@@ -33,6 +33,7 @@ from handlers.kube.taints import LIFECYCLE_TAINT_KEYS
 from handlers.model import Diagnosis, Finding, Fix, ObjectRef
 from handlers.runtime import checks as runtime
 from handlers.view import ACTIVE_PODS, Obj, Reader
+from handlers.words import counted
 
 PRODUCT_LABELS = ("nvidia.com/gpu.product", "cloud.google.com/gke-accelerator")
 LOST = "GPU_CAPACITY_LOST"
@@ -121,18 +122,15 @@ def _product(node: Obj, dra_products: dict[str, str]) -> str:
     return it.family if it else "unknown"
 
 
-def _plural(n: float, what: str) -> str:
-    return f"{n:g} {what}{'' if n == 1 else 's'}"
-
-
 def _lost_line(row: NodeRow, led: ledger.NodeLedger) -> str:
     offered = [f"capacity {GPU_RESOURCE} {led.capacity:g}",
                f"allocatable {led.allocatable:g}"]
     if led.dra is not None:
         offered.append(f"ResourceSlices publish {led.dra}")
-    has = f"at least {row.physical}" if row.physical_at_least else str(row.physical)
+    has = (f"at least {counted(row.physical, 'GPU')}" if row.physical_at_least
+           else counted(row.physical, "GPU"))
     said = [c.evidence for c in led.counts if c.source not in ("capacity", "dra")]
-    return (f"node {row.node}: has {has} GPUs" + (f" ({'; '.join(said)})" if said else "")
+    return (f"node {row.node}: has {has}" + (f" ({'; '.join(said)})" if said else "")
             + f", {', '.join(offered)}: {row.lost} lost"
             + (f" ({row.unhealthy} marked unhealthy)" if row.unhealthy else ""))
 
@@ -163,7 +161,7 @@ def lost_finding(lost: list[tuple[NodeRow, ledger.NodeLedger]]) -> Finding:
             "what it publishes.", (kubectl("get", "resourceslices", "--field-selector",
                                            pods_on_node(dra_nodes[0]), "-o", "yaml"),)))
     return Finding(
-        LOST, f"{_plural(gpus, 'GPU')} lost on {_plural(len(lost), 'node')}: {named}.",
+        LOST, f"{counted(gpus, 'GPU')} lost on {counted(len(lost), 'node')}: {named}.",
         tuple(ObjectRef("Node", r.node) for r, _ in lost), tuple(evidence), fix,
         # A node that offers none of its GPUs is out of service, not short of one.
         conditions=frozenset({"all-unusable"} if any(led.offered == 0 for _, led in lost)

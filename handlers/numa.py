@@ -20,6 +20,7 @@ from typing import Any
 from handlers.knowledge import load_yaml
 from handlers.knowledge.nodes import node_knowledge
 from handlers.view import Obj, Reader
+from handlers.words import counted
 
 DATA = Path(__file__).parent / "knowledge" / "numa.yaml"
 TOPOLOGY = "NodeResourceTopology"
@@ -113,5 +114,5 @@ def layout(node: Mapping[str, Any], topology: Obj | None = None,
         for e in _entries():
             if value == e.match:
                 return Layout(e.numa_nodes, e.gpus, f"{key}={value}: {e.numa_nodes} NUMA nodes "
-                              f"with {e.gpus} GPUs each ({e.source})")
+                              f"with {counted(e.gpus, 'GPU')} each ({e.source})")
     return None

@@ -49,6 +49,7 @@ from handlers.pending.quota import EXCEEDED_RE, check_requests_limits_unequal
 from handlers.pending_all import FAILED_CREATE, PendingWorkload, find_pending
 from handlers.queues import queue_rows
 from handlers.view import ACTIVE_PODS, Obj, Reader
+from handlers.words import counted
 
 REQUESTS = "requests."
 LIMITS = "limits."
@@ -264,9 +265,10 @@ def _exceeded(row: dict[str, Any], events: list[Obj]) -> Finding | None:
     uncharged = sum(w["not_created_count"] for w in waiting)  # not in `used` yet
     parts = []
     if not_created:
-        parts.append(f"{not_created} pod(s) could not be created")
+        parts.append(f"{counted(not_created, 'pod')} could not be created")
     if pending_pods:
-        parts.append(f"{pending_pods} unscheduled pending pod(s) hold part of it")
+        parts.append(f"{counted(pending_pods, 'unscheduled pending pod')} "
+                     f"{'holds' if pending_pods == 1 else 'hold'} part of it")
     if not parts:
         parts.append("pod creation was refused")
     source = "status.used" if row["used_source"] == "status" else "used (computed from pods)"
@@ -362,7 +364,9 @@ def run(reader: Reader, namespace: str | None = None) -> Diagnosis:
     if not gpu_quotas and reader.readable("ResourceQuota"):
         where = f"namespace {namespace}" if namespace else "any namespace"
         info.append(f"No ResourceQuota in {where} limits a GPU resource"
-                    + (f" ({len(quotas)} quota(s) limit other resources)." if quotas else "."))
+                    + (f" ({counted(len(quotas), 'quota')} "
+                       f"{'limits' if len(quotas) == 1 else 'limit'} other resources)."
+                       if quotas else "."))
     diag.details["info"] = info
     diag.details["queues"] = queue_rows(reader, namespace)
     diag.unchecked.extend(u for u in reader.unchecked if u not in diag.unchecked)

@@ -167,7 +167,7 @@ def test_a_launcher_that_takes_what_it_gets_may_get_fewer_after_freeing(tmp_path
         ["torchrun", "--nproc_per_node=gpu", "sft.py"])))
     d = _why(snap, *TORCHRUN_POD)
     assert _kinds(d) == ["free-gpus", "change-request", "add-nodes"]
-    assert "runs on 1 GPU(s) instead" in d.fits_if[1].summary
+    assert "runs on 1 GPU instead" in d.fits_if[1].summary
 
 
 def test_no_fewer_gpus_for_the_torchrun_pod_that_fits_after_freeing() -> None:

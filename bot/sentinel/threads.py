@@ -209,7 +209,7 @@ class IncidentThreads:
             f"{words.hours} by {datetime.fromtimestamp(now, UTC).strftime('%H:%M UTC')}",
             since=_stamp(inc.since), lasted=span_text(inc.duration(now)),
             members=lines, members_heading=_count(inc.members_total, words.noun),
-            noun=f"{words.noun}s",
+            noun=words.noun,
             # Beyond the record's members they are only counted; unseen ones are not named.
             hidden=inc.members_total - (len(members) - len(seen)) - len(lines),
             unseen=len(members) - len(seen),

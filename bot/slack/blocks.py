@@ -35,6 +35,7 @@ from bot.runbook import SOURCE_DIR, Runbooks, page, valid_base
 from bot.slack.mrkdwn import code_raw, escape, pre_raw
 from handlers.cards import card
 from handlers.model import Diagnosis, Finding, Severity
+from handlers.words import counted
 
 # Block Kit limits (https://api.slack.com/reference/block-kit/blocks), as slack_sdk checks them.
 MAX_BLOCKS = 50
@@ -87,10 +88,11 @@ class _State:
         self.cut = False
 
     def more(self, hidden: int, noun: str) -> str:
+        """"... and 3 more nodes" for the singular ``noun``."""
         if hidden <= 0:
             return ""
         self.cut = True
-        return f"... and {hidden} more {noun}"
+        return f"... and {counted(hidden, 'more ' + noun)}"
 
 
 # -- filters ---------------------------------------------------------------------------------
@@ -225,7 +227,8 @@ def _env(template_dir: Path, runbooks: Runbooks) -> jinja2.Environment:
     env.globals.update(button_value=button_value, icon=lambda s: SEVERITY_ICON.get(str(s), ""),
                        max_blocks=MAX_BLOCKS,
                        mention=lambda u: _user(u) or "", link=link,
-                       runbook_link=lambda code: runbook_link(runbooks, str(code)))
+                       runbook_link=lambda code: runbook_link(runbooks, str(code)),
+                       counted=counted)
     return env
 
 

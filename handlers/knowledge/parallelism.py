@@ -23,7 +23,7 @@ from handlers.knowledge import load_yaml
 _DATA = Path(__file__).with_name("parallelism.yaml")
 _DEFAULT_SHRINK = ("it must then start fewer processes (or be split over more pods), and "
                    "runs slower")
-_ADAPTS_SHRINK = "it then runs on {n} GPU(s) instead, and slower"
+_ADAPTS_SHRINK = "it then runs on {n} GPUs instead, and slower"  # "{n} GPUs": counted
 
 
 @dataclass(frozen=True)

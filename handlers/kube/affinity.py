@@ -30,6 +30,7 @@ from typing import Any
 from handlers.kube.resources import is_terminated, same_pod_as
 from handlers.kube.selectors import selector_from_object
 from handlers.kube.taints import parse_int64
+from handlers.words import counted
 
 Obj = Mapping[str, Any]
 Labels = Mapping[str, str]
@@ -219,7 +220,9 @@ class NodeSelector:
             return "", "no usable nodeSelectorTerms (all terms are empty)"
         key, why = self.terms[0].first_failure(labels, fields)
         if len(self.terms) > 1:
-            why += f" (and {len(self.terms) - 1} more term(s) do not match either)"
+            more = len(self.terms) - 1
+            why += (f" (and {counted(more, 'more term')} "
+                    f"{'does' if more == 1 else 'do'} not match either)")
         return key, why
 
 

@@ -33,6 +33,7 @@ from handlers.pending.checks import pending_check
 from handlers.pending.context import PendingContext
 from handlers.scheduler.messages import parse_scheduling_message
 from handlers.view import Obj
+from handlers.words import counted
 
 CODE = "RESOURCE_CLAIM_UNSATISFIED"
 PLUGIN_WORDS = ("kubelet-plugin", "kubeletplugin")
@@ -157,7 +158,8 @@ def _allocated_elsewhere(ctx: PendingContext, claim: Obj, called: str,
     usable = [n for n in pinned if n in fits and fits[n].feasible]
     if usable:
         return None
-    lines = [f"{called} is allocated on node(s) {', '.join(pinned)} "
+    lines = [f"{called} is allocated on {'node' if len(pinned) == 1 else 'nodes'} "
+             f"{', '.join(pinned)} "
              f"(status.allocation.nodeSelector)"]
     for n in pinned:
         f = fits.get(n)
@@ -167,7 +169,7 @@ def _allocated_elsewhere(ctx: PendingContext, claim: Obj, called: str,
             lines += [f"node {n}: {r.filter}: {r.reason}" for r in f.rejections[:2]]
     users = [u for u in dra.reserved_for(claim) if u != ctx.pod_name]
     if users:
-        lines.append(f"reserved for pod(s): {', '.join(users)}")
+        lines.append(f"reserved for {'pod' if len(users) == 1 else 'pods'}: {', '.join(users)}")
         fix = Fix(f"The claim is shared with {', '.join(users)} on {', '.join(pinned)}: let "
                   "this pod run there (fix its nodeSelector/affinity/tolerations), or give it "
                   "a claim of its own (spec.resourceClaims[].resourceClaimTemplateName).")
@@ -242,14 +244,15 @@ def _one_request(ctx: PendingContext, req: Request, called: str,
           f"request {req.name}: {req.mode} {count}from class {req.device_class}, "
           f"selectors: {sel_text}",
           f"published devices of driver {driver}: {len(published)} on "
-          f"{len({d.node for d in published})} node(s); matching on nodes the pod can use: "
+          f"{counted(len({d.node for d in published}), 'node')}; matching on nodes the pod "
+          f"can use: "
           f"{len(matching)}"]
     if not any(len(v) >= need for v in per_node.values()):
         if per_node:
             top = max(per_node.items(), key=lambda kv: len(kv[1]))
             ev.append(f"most matching devices on one node: {len(top[1])} on {top[0]}")
         return _Verdict(
-            f"No node has {need} device(s) matching {called} request {req.name!r} "
+            f"No node has {counted(need, 'device')} matching {called} request {req.name!r} "
             f"(class {req.device_class}"
             + (f", selectors {sel_text}" if req.selectors else "") + f"): {len(matching)} "
             "match in all.",

@@ -50,6 +50,7 @@ from handlers.pending.queueing import PREEMPT_NEVER, priority_of
 from handlers.rootcause import cause_codes
 from handlers.scheduler.filters import NodeFit, simulate
 from handlers.view import Obj
+from handlers.words import counted
 
 # Selector labels that pick a GPU model: changing one changes what the workload runs on.
 GPU_TYPE_LABELS = ("nvidia.com/gpu.product", "nvidia.com/gpu.family", "nvidia.com/gpu.memory",
@@ -332,7 +333,8 @@ class _Search:
             moved = ", ".join(f"{r} ({g:g})" for r, g in pick)
             self.found.append(FitChange(
                 "free-gpus", f"free {self.need - f.free.get(res, 0.0):g} {res} on {f.node} by "
-                f"moving {len(pick)} pod(s): {moved}{self._priority_note(moving)}", [f.node],
+                f"moving {counted(len(pick), 'pod')}: {moved}{self._priority_note(moving)}",
+                [f.node],
                 [_node_ref(f.node), *(ObjectRef("Pod", r.split("/", 1)[1], r.split("/", 1)[0])
                                       for r, _ in pick)],
                 (2 + len(pick), sum(g for _, g in pick))))
@@ -500,7 +502,7 @@ class _Search:
             return
         par = parallelism(big, int(big_ask), res, self.ctx.controller)
         fits = f"ask for {most:g} {res} instead of {need:g} (fits on {', '.join(ok[:3])})"
-        costs = par.shrink.replace("{n}", f"{new:g}")
+        costs = par.shrink.replace("{n} GPUs", counted(new, "GPU")).replace("{n}", f"{new:g}")
         if par.gpus is not None and new < par.gpus:
             self.last_resort.append(FitChange(
                 "change-request", f"{fits}, only because nothing else fits: {par.evidence}; "

@@ -23,6 +23,7 @@ from handlers.kueue import Reason
 from handlers.model import Finding, Fix, ObjectRef, Patch
 from handlers.pending.context import PendingContext
 from handlers.view import Obj
+from handlers.words import counted
 
 CODE = "QUEUE_QUOTA_EXHAUSTED"
 _ORDER = (kueue.QUEUE_MISSING, kueue.QUEUE_STOPPED, kueue.QUEUE_INACTIVE, kueue.NO_FLAVOR,
@@ -179,7 +180,7 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
         if r.text not in said:  # Kueue's own line already shows what it said
             ev.append(f"reason: {r.text}")
     if preempting:
-        ev.append(f"Kueue is preempting {preempting} workload(s) to make room")
+        ev.append(f"Kueue is preempting {counted(preempting, 'workload')} to make room")
     quota_lines, fix_quota, holders = _quota_detail(ctx, wl, cq, reasons)
     ev += quota_lines
     flavor_lines, fix_flavor = _flavor_detail(ctx, reasons)
@@ -203,8 +204,9 @@ def _finding(ctx: PendingContext, wl: Obj | None, queue: str, reasons: list[Reas
     if top is None and checks:
         names = ", ".join(str(c.get("name")) for c in checks)
         waiting = True
-        summary = (f"Kueue reserved quota for workload {wl_name} but admission check(s) "
-                   f"{names} have not passed yet.")
+        summary = (f"Kueue reserved quota for workload {wl_name} but admission "
+                   f"{'check' if len(checks) == 1 else 'checks'} {names} "
+                   f"{'has' if len(checks) == 1 else 'have'} not passed yet.")
         fix = Fix("See the check and its controller (ProvisioningRequest: the provisioning "
                   "requests; MultiKueue: the worker clusters).",
                   (kubectl("get", "admissionchecks", names.split(", ")[0], "-o", "yaml"),
@@ -395,7 +397,7 @@ def _say(r: Reason, wl: str, queue: str, cq: str, ns: str, preempting: int,
         return (f"ClusterQueue {cq_ref} has used its nominal {r.resource} quota in flavor "
                 f"{r.flavor} and reached its borrowing limit, so workload {wl} waits.",
                 Fix("Wait for the queue's admitted workloads, or:").then(edit))
-    wait = (f"Kueue is preempting {preempting} workload(s) to admit it: wait for them to "
+    wait = (f"Kueue is preempting {counted(preempting, 'workload')} to admit it: wait for them to "
             "terminate. Otherwise: " if preempting else "")
     where = "its cohort's unused quota" if r.kind == kueue.COHORT else "the nominal quota"
     return (f"Kueue keeps workload {wl} waiting: ClusterQueue {cq_ref} has {where} for "

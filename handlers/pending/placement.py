@@ -41,6 +41,7 @@ from handlers.pending.fitsif import fewest_holders
 from handlers.scheduler.filters import NodeFit, Rejection
 from handlers.scheduler.messages import SchedulingMessage, parse_scheduling_message
 from handlers.view import Obj
+from handlers.words import counted
 
 # Filters that decide where a pod may go at all, in the order the finding is attributed.
 TARGETING = ("NodeName", "NodeAffinity", "TaintToleration", "InterPodAffinity",
@@ -210,7 +211,7 @@ def _fits_somewhere(ctx: PendingContext, p: Placement, fitting: list[NodeFit],
         ev, msg = last
         evidence.append(f"last FailedScheduling ({_when(ev)}): {ev.get('message', '')}")
         named = "; ".join(dict.fromkeys(
-            f"{r.text} ({r.count} node(s))" if r.count else r.text for r in msg.reasons)
+            f"{r.text} ({counted(r.count, 'node')})" if r.count else r.text for r in msg.reasons)
         ) or "a failure"
         summary = (f"The scheduler reported {named} at {_when(ev)}; the current state shows "
                    f"no such blocker: the pod fits on {names}.")
@@ -282,7 +283,7 @@ def _targeting_findings(ctx: PendingContext, pool: list[NodeFit],
 def _memory_selector_finding(items: list[tuple[NodeFit, Rejection]], ref: ObjectRef) -> Finding:
     return Finding(
         "GPU_MEMORY_TOO_SMALL",
-        f"The pod needs more GPU memory than any of the {len(items)} GPU node(s) has.",
+        f"The pod needs more GPU memory than any of the {counted(len(items), 'GPU node')} has.",
         (ref, *(ObjectRef("Node", f.node) for f, _ in items[:5])),
         tuple(f"node {f.node}: {r.reason}" for f, r in items[:6]),
         Fix("Add nodes with bigger GPUs (the labels show what exists), or shrink the model to "
@@ -310,12 +311,14 @@ def _targeting_finding(ctx: PendingContext, flt: str, items: list[tuple[NodeFit,
                   ctx.pod_patch(tols, "tolerations"),
                   ("https://kubernetes.io/docs/concepts/scheduling-eviction/"
                    "taint-and-toleration/",))
-        return Finding(code, f"{len(nodes)} GPU node(s) carry taint {shown} that the pod "
-                       f"does not tolerate{extra}.", objs, evidence, fix, conditions=others)
+        carry = "carries" if len(nodes) == 1 else "carry"
+        return Finding(code, f"{counted(len(nodes), 'GPU node')} {carry} taint {shown} that "
+                       f"the pod does not tolerate{extra}.", objs, evidence, fix, conditions=others)
     if code == "NODE_SELECTOR_MISMATCH":
         missing = _missing_labels(ctx, [f.node for f, _ in items], items)
-        summary = (f"The pod's node selector/affinity matches none of the {len(nodes)} GPU "
-                   f"node(s){extra}" + (f"; no GPU node has {missing[0]}." if missing else "."))
+        summary = (f"The pod's node selector/affinity matches none of the "
+                   f"{counted(len(nodes), 'GPU node')}{extra}"
+                   + (f"; no GPU node has {missing[0]}." if missing else "."))
         return Finding(code, summary, objs, (*[f"no GPU node has {m}"
                                                for m in missing[:3]], *evidence),
                        Fix("Fix the selector to a label the GPU nodes carry, or label the "
@@ -324,13 +327,13 @@ def _targeting_finding(ctx: PendingContext, flt: str, items: list[tuple[NodeFit,
                        conditions=others)
     if code == "POD_AFFINITY_MISMATCH":
         return Finding(code, f"Inter-pod affinity/anti-affinity rules exclude "
-                       f"{len(nodes)} GPU node(s){extra}.", objs, evidence,
+                       f"{counted(len(nodes), 'GPU node')}{extra}.", objs, evidence,
                        Fix("Relax spec.affinity.podAffinity/podAntiAffinity (use preferred "
                            "rules, or a wider topologyKey), or move the pods it conflicts "
                            "with."),
                        conditions=others)
-    return Finding(code, f"A bound volume pins the pod away from {len(nodes)} GPU "
-                   f"node(s){extra}.", objs, evidence,
+    return Finding(code, f"A bound volume pins the pod away from "
+                   f"{counted(len(nodes), 'GPU node')}{extra}.", objs, evidence,
                    Fix("Use a StorageClass with volumeBindingMode: WaitForFirstConsumer, or "
                        "recreate the PVC in the GPU nodes' zone."))
 
@@ -411,7 +414,8 @@ def _lifecycle_findings(ctx: PendingContext, p: Placement, feasible: list[NodeFi
         evidence += [f"node {n}: {g:g} {res} held by pods being deleted (Terminating), free "
                      "once the node is back" for n, g in leaving.items() if g]
         out.append(Finding(
-            code, f"{len(nodes)} GPU node(s) the pod could use are {what}"
+            code, f"{counted(len(nodes), 'GPU node')} the pod could use "
+                  f"{'is' if len(nodes) == 1 else 'are'} {what}"
             + (f"; {len(helpful)} of them have the GPUs free." if helpful and res else "."),
             (ref, *(ObjectRef("Node", n) for n in nodes[:5])), tuple(evidence), fix,
             conditions=frozenset({OTHERS_USABLE} if usable else ()),
@@ -493,8 +497,8 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
     if usable and total_free >= need:
         out.append(Finding(
             "GPU_FRAGMENTATION",
-            f"{total_free:g} {res} are free across {len(usable)} node(s), but no single node "
-            f"has the {need:g} the pod needs.",
+            f"{total_free:g} {res} are free across {counted(len(usable), 'node')}, but no "
+            f"single node has the {need:g} the pod needs.",
             (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
             _least_disruptive(usable, res, need).then(Fix(
                 "Or enable bin-packing (NodeResourcesFit MostAllocated scoring) so that jobs "
@@ -504,8 +508,8 @@ def _gpu_findings(ctx: PendingContext, p: Placement, usable: list[NodeFit],
     elif usable:
         out.append(Finding(
             "INSUFFICIENT_GPU",
-            f"Other pods hold the GPUs: {total_free:g} {res} free on the {len(usable)} "
-            f"node(s) the pod can use; it needs {need:g}.",
+            f"Other pods hold the GPUs: {total_free:g} {res} free on the "
+            f"{counted(len(usable), 'node')} the pod can use; it needs {need:g}.",
             (ref, *(ObjectRef("Node", f.node) for f in candidates[:5])), table,
             Fix("Wait for the holders to finish, give the pod a higher PriorityClass to "
                 "preempt, or add GPU nodes. A smaller request fits only if the workload is "
@@ -526,9 +530,9 @@ def _least_disruptive(usable: list[NodeFit], res: str, need: float) -> Fix:
     if best is None:
         return Fix()
     _, f, pick = best
-    pods = ", ".join(f"{r} ({g:g} GPUs)" for r, g in pick)
+    pods = ", ".join(f"{r} ({counted(g, 'GPU')})" for r, g in pick)
     return Fix(
-        f"Least disruptive: move {len(pick)} pod(s) off {f.node}: {pods}; it then has "
+        f"Least disruptive: move {counted(len(pick), 'pod')} off {f.node}: {pods}; it then has "
         f"{f.free.get(res, 0.0) + sum(g for _, g in pick):g} free. Cordon it first so that "
         "they are recreated elsewhere, and uncordon it once they are.",
         (kubectl("cordon", f.node),
@@ -581,7 +585,8 @@ def _cpu_memory_findings(p: Placement, usable: list[NodeFit], ref: ObjectRef) ->
     if not hit or len(hit) < len(cands):
         return []
     return [Finding(
-        "INSUFFICIENT_CPU_MEMORY", f"{len(hit)} node(s) have the GPUs free but not the "
+        "INSUFFICIENT_CPU_MEMORY", f"{counted(len(hit), 'node')} "
+        f"{'has' if len(hit) == 1 else 'have'} the GPUs free but not the "
         + "/".join(sorted({r.resource or "?" for _, rs in hit for r in rs}))
         + " the pod also asks.",
         (ref, *(ObjectRef("Node", f.node) for f, _ in hit[:5])),
@@ -702,7 +707,8 @@ def _wrong_type(ctx: PendingContext, nodes: list[Obj], ref: ObjectRef) -> list[F
         return []
     return [Finding(
         "WRONG_GPU_TYPE",
-        f"The pod can land on {len(weaker)} node(s) with an older GPU family than {wanted}.",
+        f"The pod can land on {counted(len(weaker), 'node')} with an older GPU family than "
+        f"{wanted}.",
         (ref, *(ObjectRef("Node", n) for n in list(weaker)[:5])),
         (why, *(f"node {n}: nvidia.com/gpu.family={f}, "
                 f"{gpu_product(ctx.nodes_by_name[n])}"

@@ -33,6 +33,7 @@ from handlers.scheduler.filters import NodeFit, simulate
 from handlers.scheduler.messages import parse_scheduling_message
 from handlers.scheduler.nodeinfo import NodeInfo, node_info
 from handlers.view import Obj
+from handlers.words import counted
 
 DEFAULT_SCHEDULER = "default-scheduler"
 # Schedulers whose pods are not named after spec.schedulerName (docs/design.md).
@@ -259,8 +260,9 @@ def check_preemption(ctx: PendingContext) -> list[Finding]:
         evidence += _holder_lines(lower_frees, prio_of, gres, lower)
         return [Finding(
             "PREEMPTION_BLOCKED",
-            f"The pod could take GPUs from lower-priority pods on {len(lower_frees)} node(s), but "
-            "its preemptionPolicy is Never, so it waits for them to finish.",
+            f"The pod could take GPUs from lower-priority pods on "
+            f"{counted(len(lower_frees), 'node')}, but its preemptionPolicy is Never, so it "
+            "waits for them to finish.",
             (ctx.target_ref,) + ((ObjectRef("PriorityClass", cls),) if cls else ()),
             tuple(evidence),
             _preempting(ctx, cls, prio),

@@ -45,6 +45,7 @@ from handlers.model import Finding, Fix, ObjectRef
 from handlers.pending.checks import pending_check
 from handlers.pending.context import PendingContext
 from handlers.view import ACTIVE_PODS, Obj
+from handlers.words import counted
 
 REQUESTS = "requests."
 LIMITS = "limits."
@@ -393,7 +394,7 @@ def check_sharing_miscount(ctx: PendingContext, quotas: list[Obj]) -> list[Findi
                     "QUOTA_SHARING_MISCOUNT",
                     f"Time-slicing advertises {r} {res} per physical GPU, and ResourceQuota "
                     f"{name_of(q)} counts those slices: {key}={hard[key]} is "
-                    f"{fmt_quantity(hv / r)} physical GPU(s), not {hard[key]}.",
+                    f"{counted(hv / r, 'physical GPU')}, not {hard[key]}.",
                     (ObjectRef("ResourceQuota", name_of(q), ctx.namespace),
                      *(ObjectRef("Node", name_of(n)) for n in sliced[:3])),
                     tuple(ev),
@@ -406,7 +407,7 @@ def check_sharing_miscount(ctx: PendingContext, quotas: list[Obj]) -> list[Findi
                                      namespace=ctx.namespace),)),
                 ))
             elif key not in hard and (MIG_RESOURCE_RE.match(res) or res == SHARED_GPU_RESOURCE):
-                counted = ", ".join(f"{k}={v}" for k, v in sorted(hard.items()) if _tracked(k))
+                tracked = ", ".join(f"{k}={v}" for k, v in sorted(hard.items()) if _tracked(k))
                 held = sum(a for _, a, _ in _holders(ctx, res))
                 out.append(Finding(
                     "QUOTA_SHARING_MISCOUNT",
@@ -415,7 +416,7 @@ def check_sharing_miscount(ctx: PendingContext, quotas: list[Obj]) -> list[Findi
                     f"({fmt_quantity(held)} in use by other pods, uncounted).",
                     (ctx.target_ref, ObjectRef("ResourceQuota", name_of(q), ctx.namespace)),
                     (f"pod requests {res}: {fmt_quantity(need[res])}",
-                     f"ResourceQuota {name_of(q)} counts only: {counted}",
+                     f"ResourceQuota {name_of(q)} counts only: {tracked}",
                      *_holder_lines(ctx, res, 4)),
                     _count_slice(ctx, name_of(q), key,
                                  fmt_quantity(held + need[res])),

@@ -22,6 +22,7 @@ from handlers.chain.words import Words, words
 from handlers.knowledge.node_conditions import Hit, known_types, matches
 from handlers.kube.commands import drain, kubectl, node_shell
 from handlers.model import Fix
+from handlers.words import counted
 
 CHECK = "node health agents (GPU conditions)"
 
@@ -58,8 +59,8 @@ def _draft(n: NodeFacts, code: str, hits: list[Hit]) -> Draft:
     said = n.draft(code, lines, conditions=frozenset(conditions),
                    actions=[("cordon-node", n.name)])
     if counts is not None:
-        said = Draft(said.code, f"{n.name} has {counts[0]} GPUs, but its health agent sees "
-                     f"only {counts[1]}: a GPU is gone from the driver.", said.fix,
+        said = Draft(said.code, f"{n.name} has {counted(counts[0], 'GPU')}, but its health "
+                     f"agent sees only {counts[1]}: a GPU is gone from the driver.", said.fix,
                      said.objects, said.evidence, said.actions, said.conditions)
     return said
 

@@ -25,6 +25,7 @@ from handlers.kube.commands import drain, kubectl, node_shell
 from handlers.ledger import physical_said
 from handlers.logpatterns import last_lines
 from handlers.model import Fix
+from handlers.words import counted
 
 CODE = "GPU_NOT_ADVERTISED"
 REGISTRATION = "KUBELET_REGISTRATION_FAILED"
@@ -130,7 +131,7 @@ def _partial(n: NodeFacts, cap: float | None) -> tuple[Draft, ...]:
     if said is None or cap is None or shared or cap >= said.gpus:
         return ()
     return (Draft(
-        CODE, f"{n.name} advertises {cap:g} of its {said.gpus} GPUs.",
+        CODE, f"{n.name} advertises {cap:g} of its {counted(said.gpus, 'GPU')}.",
         Fix("A GPU listed by lspci but missing from nvidia-smi (Xid 79, fallen off the bus) "
             "needs a node reboot or a hardware replacement: drain the node first.",
             (node_shell(n.name, "nvidia-smi -L; lspci -nn | grep -i 10de; dmesg | grep -i xid"),
