@@ -28,12 +28,13 @@ from handlers.errors import GpubotError
 from handlers.view import ClusterView, ViewError
 
 if TYPE_CHECKING:
-    from bot.live.cache import WatchCache
     from bot.digest.slack import DigestRunning
+    from bot.live.cache import WatchCache
     from bot.sentinel.wiring import Running
     from bot.slack.app import SlackBot
     from bot.slack.config import Settings
     from bot.slack.server import BotServer
+    from handlers.runtime.source import MetricsSource
 
 EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE = 0, 1, 2
 
@@ -155,14 +156,21 @@ def _metrics_and_alerts(bot: SlackBot, settings: Settings) -> None:
     if duration_seconds(settings.idle_window) is None:
         raise GpubotError(f"GPUBOT_IDLE_WINDOW must be a PromQL duration such as 1h or 30m, "
                           f"not {settings.idle_window!r}")
-    try:
-        bot.prometheus = open_prometheus(
-            settings.prometheus_url, {"GPUBOT_PROMETHEUS_TOKEN": settings.prometheus_token or "",
-                                      "GPUBOT_PROMETHEUS_PASSWORD":
-                                          settings.prometheus_password or ""},
+    from bot.fleet.opening import open_metrics
+
+    def prometheus(url: str | None) -> MetricsSource | None:
+        return open_prometheus(
+            url, {"GPUBOT_PROMETHEUS_TOKEN": settings.prometheus_token or "",
+                  "GPUBOT_PROMETHEUS_PASSWORD": settings.prometheus_password or ""},
             timeout=settings.prometheus_timeout, username=settings.prometheus_user,
             ca_file=settings.prometheus_ca_file, insecure=settings.prometheus_insecure,
             idle_window=settings.idle_window, idle_threshold=settings.idle_threshold)
+
+    try:
+        if settings.clusters:  # each cluster its own Prometheus (bot/fleet/opening.py)
+            open_metrics(bot.fleet, settings, prometheus)
+        else:
+            bot.prometheus = prometheus(settings.prometheus_url)
     except MetricsError as e:
         raise GpubotError(str(e)) from None
     bot.alerts = open_alerts(bot, settings)
@@ -254,11 +262,16 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
         err.write(f"gpubot: {e}\n")
         return EXIT_USAGE
     _logging(settings.log_level, settings.secrets(), settings.log_format)
+    from bot.fleet.opening import open_fleet
+
     try:
-        view, probe, close_view = open_cluster(settings, settle=whole_process)
+        fleet = open_fleet(settings, lambda one: open_cluster(one, settle=whole_process))
     except ViewError as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_NOT_FOUND
+    view, close_view = fleet.default.view, fleet.close
+    assert view is not None  # the first cluster opens, or open_fleet raises
+    probe = None if fleet.named else fleet.default.probe
     from bot.slack.approvals import open_approvals
     from bot.store import StoreError
 
@@ -268,7 +281,7 @@ def serve(args: argparse.Namespace, *, env: dict[str, str] | None = None,
         log.error("actions are off: %s", e)
         err.write(f"gpubot: actions are off: {e}\n")
         approvals = None
-    bot = SlackBot(settings, view, cluster_probe=probe, approvals=approvals)
+    bot = SlackBot(settings, fleet, cluster_probe=probe, approvals=approvals)
     try:
         _metrics_and_alerts(bot, settings)
     except GpubotError as e:

@@ -17,19 +17,24 @@ from handlers.registry import COMMANDS, for_alert
 KNOWN = frozenset(alert.name for spec in COMMANDS.values() for alert in spec.alerts)
 
 
-def command_for(labels: Mapping[str, str]) -> Command | None:
+def command_for(labels: Mapping[str, str], cluster_label: str | None = None
+                ) -> Command | None:
+    """``cluster_label``: with several clusters, the label naming the alert's cluster
+    (its diagnosis reads that cluster; without the label, as ``/gpu`` without ``-c``)."""
     found = for_alert(labels)
     if found is None:
         return None
     spec, params = found
-    return Command(spec.name, **params)
+    cluster = labels.get(cluster_label) if cluster_label else None
+    return Command(spec.name, **params, cluster=cluster or None)
 
 
-def commands_for(alerts: Iterable[Mapping[str, str]]) -> list[Command]:
+def commands_for(alerts: Iterable[Mapping[str, str]], cluster_label: str | None = None
+                 ) -> list[Command]:
     """The distinct diagnoses a group's alerts ask for, in the alerts' order."""
     out: dict[str, Command] = {}
     for labels in alerts:
-        cmd = command_for(labels)
+        cmd = command_for(labels, cluster_label)
         if cmd is not None:
             out.setdefault(cmd.line(), cmd)
     return list(out.values())

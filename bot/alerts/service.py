@@ -69,7 +69,9 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
     threads = AlertThreads(store, paced_port(bot.poster, Pacer(pace)), bot.renderer,
                            channels.diagnose, channels.render,
                            alertmanager_url=settings.alertmanager_url,
-                           silence_durations=tuple(DURATIONS) if silences else ())
+                           silence_durations=tuple(DURATIONS) if silences else (),
+                           cluster_label=settings.alert_cluster_label
+                           if bot.fleet.named else None)
     notifier = AlertNotifier(threads.handle, max_groups=max_groups, workers=workers)
     registry = bot.metrics.registry
     webhooks = Counter("gpubot_alert_webhooks", "Alertmanager webhooks, by outcome.",

@@ -65,7 +65,8 @@ class AlertThreads:
                  diagnose: Diagnose, render: Render,
                  clock: Callable[[], float] = time.time, *,
                  alertmanager_url: str | None = None,
-                 silence_durations: Sequence[str] = ()) -> None:
+                 silence_durations: Sequence[str] = (),
+                 cluster_label: str | None = None) -> None:
         self.store = store
         self.slack = slack
         self.renderer = renderer
@@ -76,12 +77,23 @@ class AlertThreads:
         self.alertmanager_url = alertmanager_url
         self.silence_durations = tuple(silence_durations)  # the Silence menu; () hides it
         self.owner = uuid.uuid4().hex  # this replica: its own unfinished claim is its to finish
+        # Several clusters: the label naming an alert's cluster. Its diagnoses read that
+        # cluster, its card names it, and its record is the cluster's own (two clusters'
+        # Alertmanagers may send the same groupKey).
+        self.cluster_label = cluster_label
+
+    def cluster_of(self, group: AlertGroup) -> str:
+        if not self.cluster_label:
+            return ""
+        return (group.common_labels.get(self.cluster_label)
+                or group.group_labels.get(self.cluster_label) or "")
 
     # -- the record -------------------------------------------------------------------------
 
     def _claim(self, group: AlertGroup, channel: str) -> tuple[Record, bool]:
         """(the group's record, True when this call created it)."""
-        key = group_id(group.group_key)
+        cluster = self.cluster_of(group)
+        key = group_id(f"{cluster}\0{group.group_key}" if cluster else group.group_key)
         for _ in range(5):
             rec = self.store.get(COLLECTION, key)
             if rec is not None:
@@ -122,7 +134,7 @@ class AlertThreads:
             else "resolved"
         ordered = _ordered(alerts)  # firing first
         targets = commands_for([a["labels"] for a in ordered if a["status"] == "firing"] or
-                               [a["labels"] for a in ordered])
+                               [a["labels"] for a in ordered], self.cluster_label)
         commands = targets[:MAX_DIAGNOSES]
         card, card_hash = self._card(rec.key, data, status, commands, len(targets))
         channel = str(data.get("channel") or channel)
@@ -165,6 +177,9 @@ class AlertThreads:
         annotations = dict(data.get("common_annotations") or {})
         names = sorted({a["labels"].get("alertname", "?") for a in alerts.values()})
         title = names[0] if len(names) == 1 else f"{len(names)} alerts"
+        cluster = common.get(self.cluster_label or "") if self.cluster_label else None
+        if cluster:
+            title = f"{title} · cluster {cluster}"
         ordered = _ordered(alerts)
         first = ordered[0]
         summary = (annotations.get("summary")

@@ -4,6 +4,10 @@ With no map configured every channel may query every namespace. With a map, a ch
 that is not in it may query nothing, ``*`` allows every namespace, and cluster commands
 (``doctor``, ``nodes``: node-level state, no workload data) are allowed to every mapped
 channel unless ``restrict_cluster_commands`` asks for ``*``.
+
+Several clusters (``bot/fleet``): an entry ``prod:ml-team`` (or ``prod:*``) holds in
+cluster ``prod`` only, a bare ``ml-team`` (or ``*``) in every cluster. A channel that may
+read nothing in a cluster may not run cluster commands there either.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from bot.slack.commands import Command, Scope, target_namespace
@@ -33,22 +37,48 @@ class Refusal:
 
 class AccessPolicy:
     def __init__(self, channel_map: Mapping[str, frozenset[str]] | None,
-                 *, restrict_cluster_commands: bool = False) -> None:
+                 *, restrict_cluster_commands: bool = False,
+                 clusters: Sequence[str] = ()) -> None:
         self.channel_map = dict(channel_map) if channel_map else None
         self.restrict_cluster_commands = restrict_cluster_commands
+        self.clusters = tuple(clusters)  # the fleet's names; () or one: a single cluster
 
-    def allowed(self, channel_id: str, channel_name: str = "") -> frozenset[str] | None:
-        """Namespaces the channel may query; None: every namespace (no map, or ``*``)."""
+    def allowed(self, channel_id: str, channel_name: str = "",
+                cluster: str | None = None) -> frozenset[str] | None:
+        """Namespaces the channel may query in ``cluster`` (None: in any of the fleet's);
+        None: every namespace (no map, or ``*``)."""
         if self.channel_map is None:
             return None
+        if cluster is None and len(self.clusters) > 1:
+            each = [self.allowed(channel_id, channel_name, c) for c in self.clusters]
+            if any(a is None for a in each):
+                return None
+            return frozenset().union(*(a for a in each if a is not None))
+        if cluster is None and self.clusters:
+            cluster = self.clusters[0]
         found: set[str] = set()
         keys = (channel_id, f"#{channel_name}" if channel_name else "", channel_name)
         for key in keys:
             if key and key in self.channel_map:
-                found |= self.channel_map[key]
+                for entry in self.channel_map[key]:
+                    where, sep, ns = entry.rpartition(":")
+                    if not sep:
+                        found.add(entry)
+                    elif where == cluster:
+                        found.add(ns)
         if ALL in found:
             return None
         return frozenset(found)
+
+    def clusters_for(self, channel_id: str, channel_name: str, namespace: str | None
+                     ) -> list[str]:
+        """The fleet's clusters where the channel may read ``namespace`` (None: any)."""
+        out = []
+        for c in self.clusters:
+            allowed = self.allowed(channel_id, channel_name, c)
+            if allowed is None or (allowed and (namespace is None or namespace in allowed)):
+                out.append(c)
+        return out
 
     def resolve(self, cmd: Command, channel_id: str, channel_name: str = "",
                 user_id: str = "") -> Command | Refusal:
@@ -64,10 +94,13 @@ class AccessPolicy:
         scope = cmd.route.scope
         if scope is Scope.NONE:
             return cmd
-        allowed = self.allowed(channel_id, channel_name)
+        allowed = self.allowed(channel_id, channel_name, cmd.cluster)
         if allowed is None:
             return cmd
         where = escape(f"#{channel_name}") if channel_name else "this channel"
+        if not allowed and cmd.cluster is not None and len(self.clusters) > 1:
+            return Refusal(f"{where} may not query cluster {code(cmd.cluster)}: ask the bot's "
+                           "admins to map it to the namespaces it may query there.", "cluster")
         if not allowed:
             return Refusal(f"{where} is not set up for gpubot queries: ask the bot's admins "
                            "to map it to the namespaces it may query.", "channel")

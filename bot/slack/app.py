@@ -1,7 +1,8 @@
 """The bot: the Bolt app with every listener and the guards in front of each, and the
 parts they share; readiness and shutdown.
 
-    bot = SlackBot(settings, view)          # view: a ClusterView (snapshot or live)
+    bot = SlackBot(settings, view)          # view: a ClusterView (snapshot or live),
+                                            # or a bot.fleet.Fleet of several clusters
     bot.app                                 # the slack_bolt.App, for an adapter
     bot.connect_socket_mode()               # Socket Mode (HTTP mode: serve bot.app)
 
@@ -29,10 +30,12 @@ from slack_bolt import App
 from slack_bolt.logger.messages import warning_client_prioritized_and_token_skipped
 from slack_sdk import WebClient
 
+from bot.fleet import Fleet
 from bot.slack.access import AccessPolicy, RateLimiter
 from bot.slack.approvals import APPROVE, DENY, Approvals, ParseAction, action_command
 from bot.slack.approvals import HELP as APPROVAL_HELP
 from bot.slack.blocks import Renderer
+from bot.slack.clusters import ChooseCluster, Guards
 from bot.slack.config import Settings
 from bot.slack.dedupe import Dedupe
 from bot.slack.diagnoses import Diagnoses
@@ -70,7 +73,7 @@ class SlackBot:
     def __init__(
         self,
         settings: Settings,
-        view: ClusterView,
+        view: ClusterView | Fleet,
         *,
         metrics: Metrics | None = None,
         client: WebClient | None = None,
@@ -81,7 +84,12 @@ class SlackBot:
     ) -> None:
         self.settings = settings
         self.approvals = approvals  # actions behind an approval (bot/slack/approvals.py)
-        self.view = view
+        # The clusters it reads (bot/fleet); ``view`` is the first's: approvals, the store,
+        # the sentinel and the digest read it.
+        self.fleet = view if isinstance(view, Fleet) else Fleet.single(view)
+        default = self.fleet.default.view
+        assert default is not None, "the first cluster of a fleet must be open"
+        self.view: ClusterView = default
         self.metrics = metrics or Metrics()
         self.renderer = renderer or Renderer(runbooks=settings.runbooks())
         self.cluster_probe = cluster_probe
@@ -96,10 +104,11 @@ class SlackBot:
                                   max_stuck=settings.max_stuck)
         self.metrics.watch_pool(lambda: self.pool.queued, lambda: self.pool.running,
                                 lambda: self.pool.stuck)
-        self.metrics.watch_cluster(view)
+        self.metrics.watch_cluster(self.view)
         self.policy = AccessPolicy(settings.channel_namespaces,
-                                   restrict_cluster_commands=settings.restrict_cluster_commands)
-        self.diagnoses = Diagnoses(settings, view, self.metrics, self.poster, self.renderer,
+                                   restrict_cluster_commands=settings.restrict_cluster_commands,
+                                   clusters=self.fleet.names if self.fleet.named else ())
+        self.diagnoses = Diagnoses(settings, self.fleet, self.metrics, self.poster, self.renderer,
                                    self.pool, self.policy, clock=clock,
                                    extra_help=APPROVAL_HELP if approvals is not None else ())
         self.diagnoses.sentinel_status = SentinelStatus(
@@ -111,9 +120,12 @@ class SlackBot:
         self.command_size = CommandSize(self.metrics)
         self.parse = ParseCommand(self.metrics)
         self.access = ChannelAccess(self.policy, self.metrics)
+        self.choose = ChooseCluster(self.fleet, getattr(settings, "channel_clusters", None),
+                                    self.metrics)
         self.listeners = Listeners(self.diagnoses, self.poster, self.metrics,
                                    slash=settings.command, clock=clock)
-        self.mentions = Mentions(self.poster, self.io, self.policy, self.access,
+        self.mentions = Mentions(self.poster, self.io, self.policy,
+                                 Guards(self.choose, self.access),
                                  self.diagnoses.answer, clock=clock)
         if approvals is not None:
             approvals.attach(self.poster, self.metrics, settings.command)
@@ -171,12 +183,13 @@ class SlackBot:
             app.action(DENY)(a.on_deny)
         # Rate limit before parsing: parsing is the cost.
         app.command(s.command, middleware=[
-            slash, self.rate_limit, self.command_size, self.parse, self.access])(on.on_command)
+            slash, self.rate_limit, self.command_size, self.parse, self.choose,
+            self.access])(on.on_command)
         app.event("app_mention", middleware=[
             Read(self.mentions.read), self.rate_limit, self.command_size,
             ActionsNeedTheSlashCommand(s.command), self.parse])(self.mentions.on_mention)
         app.action(RECHECK, middleware=[Read(on.read_recheck), self.rate_limit,
-                                        self.access])(on.on_recheck)
+                                        self.choose, self.access])(on.on_recheck)
         app.error(on.on_error)
         return app
 
@@ -220,7 +233,9 @@ class SlackBot:
         return ok
 
     def check_cluster(self, max_age: float = 10.0) -> bool:
-        if self.cluster_probe is None:
+        if self.cluster_probe is None and self.fleet.named:
+            ok = self.fleet.ready()
+        elif self.cluster_probe is None:
             ok = True
         else:
             now = self._clock()

@@ -14,7 +14,7 @@ import argparse
 import difflib
 import re
 import shlex
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any, NoReturn
 
 from bot.slack.mrkdwn import code, escape
@@ -91,6 +91,10 @@ class Command:
     namespace: str | None = None
     node: str | None = None
     all_namespaces: bool = False
+    # ``-c NAME`` anywhere on the line (bot/fleet): None: the channel's default, else the
+    # fleet's one cluster, else every cluster searched for the target.
+    cluster: str | None = None
+    all_clusters: bool = False  # --all-clusters: nodes, pending
 
     def argv(self) -> list[str]:
         """The canonical arguments, as parse() takes them back (the Re-check button)."""
@@ -103,6 +107,10 @@ class Command:
             out += ["-n", self.namespace]
         if self.all_namespaces:
             out.append("-A")
+        if self.cluster:
+            out += ["-c", self.cluster]
+        if self.all_clusters:
+            out.append("--all-clusters")
         return out
 
     def line(self) -> str:
@@ -114,7 +122,8 @@ class Command:
 
     def given(self) -> dict[str, Any]:
         """Its parameters by name, as ``CommandSpec.bind`` takes them."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "name"}
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in ("name", "cluster", "all_clusters")}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -151,6 +160,55 @@ def parse(text: str) -> Command:
 
 def parse_args(args: list[str]) -> Command:
     """Tokens (as ``Command.argv()`` gives them) -> Command. Raises CommandError."""
+    args, cluster, all_clusters = _cluster_flags(args)
+    cmd = _parse_command(args)
+    if all_clusters and cmd.name not in ALL_CLUSTERS:
+        raise CommandError(f"{cmd.name}: --all-clusters is for "
+                           f"{' and '.join(code(n) for n in ALL_CLUSTERS)}",
+                           "pending --all-clusters")
+    if all_clusters and cluster:
+        raise CommandError("give -c NAME or --all-clusters, not both", "nodes --all-clusters")
+    return replace(cmd, cluster=cluster, all_clusters=all_clusters) if (
+        cluster or all_clusters) else cmd
+
+
+ALL_CLUSTERS = ("nodes", "pending")  # commands with a fleet-wide answer
+_CLUSTER_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
+
+
+def _cluster_flags(args: list[str]) -> tuple[list[str], str | None, bool]:
+    """``-c NAME``/``--cluster NAME``/``--cluster=NAME`` and ``--all-clusters``, taken
+    out of the tokens wherever they are (global flags, as the CLI's)."""
+    rest: list[str] = []
+    cluster: str | None = None
+    all_clusters = False
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        value: str | None = None
+        if arg in ("-c", "--cluster"):
+            if i + 1 >= len(args):
+                raise CommandError(f"{arg} needs a cluster name", "-c prod nodes")
+            value, i = args[i + 1], i + 2
+        elif arg.startswith("--cluster="):
+            value, i = arg.partition("=")[2], i + 1
+        elif arg == "--all-clusters":
+            all_clusters, i = True, i + 1
+            continue
+        else:
+            rest.append(arg)
+            i += 1
+            continue
+        if not _CLUSTER_NAME.match(value):
+            raise CommandError(f"{code(value)} is not a cluster name", "-c prod nodes")
+        if cluster is not None and cluster != value:
+            raise CommandError(f"two clusters given ({code(cluster)}, {code(value)})",
+                               "-c prod nodes")
+        cluster = value
+    return rest, cluster, all_clusters
+
+
+def _parse_command(args: list[str]) -> Command:
     if not args:
         return Command(HELP)
     word = args[0].lower()

@@ -19,12 +19,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from bot.runbook import RunbookError, Runbooks, check_base, parse_overrides, valid_base
 from handlers.errors import GpubotError
+
+if TYPE_CHECKING:
+    from bot.fleet.config import ClusterConfig
 
 
 class ConfigError(GpubotError):
@@ -103,6 +106,10 @@ ENV = {
     "quiet_for": "GPUBOT_QUIET_FOR",
     "digest_time": "GPUBOT_DIGEST_TIME",
     "digest_channel": "GPUBOT_DIGEST_CHANNEL",
+    # several clusters (bot/fleet/config.py)
+    "clusters": "GPUBOT_CLUSTERS",
+    "channel_clusters": "GPUBOT_CHANNEL_CLUSTERS",
+    "alert_cluster_label": "GPUBOT_ALERT_CLUSTER_LABEL",
 }
 # Settings given as durations ("5m", "1h30m", or seconds), kept as seconds.
 DURATIONS = frozenset({"sentinel_interval", "lost_after", "plugin_down_after", "pending_after",
@@ -180,6 +187,10 @@ class Settings:
     quiet_for: float = 900.0  # back within this long after resolving: the same incident
     digest_time: str | None = None  # "HH:MM" UTC; None: no daily digest
     digest_channel: str | None = None  # None: the sentinel channel
+    # Several clusters (bot/fleet/config.py): None: one, from snapshot/kubeconfig/context.
+    clusters: tuple[ClusterConfig, ...] | None = None
+    channel_clusters: Mapping[str, str] | None = None  # channel -> its default cluster
+    alert_cluster_label: str = "cluster"  # the alert label that names the cluster
     bot_token: str | None = field(default=None, repr=False)
     app_token: str | None = field(default=None, repr=False)
     signing_secret: str | None = field(default=None, repr=False)
@@ -203,6 +214,13 @@ class Settings:
             raise ConfigError("HTTP mode needs the signing secret: set SLACK_SIGNING_SECRET")
         if self.snapshot and (self.kubeconfig or self.context):
             raise ConfigError("give either a snapshot or a kubeconfig/context, not both")
+        if self.clusters and (self.snapshot or self.kubeconfig or self.context):
+            raise ConfigError("give either clusters or a snapshot/kubeconfig/context, not both")
+        from bot.fleet.config import check as check_clusters
+
+        if (why := check_clusters(self.clusters, self.channel_clusters,
+                                  self.channel_namespaces)) is not None:
+            raise ConfigError(f"{why} ({ENV['clusters']})")
         for name in ("workers", "queue_size", "http_threads"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1 ({ENV[name]})")
@@ -298,6 +316,13 @@ def _coerce(name: str, value: Any, where: str) -> Any:
     default = getattr(Settings(), name)
     if name == "channel_namespaces":
         return parse_channel_map(value, where)
+    if name in ("clusters", "channel_clusters"):
+        from bot.fleet.config import parse_channel_clusters, parse_clusters
+
+        try:
+            return (parse_clusters if name == "clusters" else parse_channel_clusters)(value)
+        except ValueError as err:
+            raise ConfigError(f"{where}: {err}") from None
     if name == "approvers":
         return parse_approvers(value, where)
     if name == "runbook_overrides":

@@ -16,10 +16,13 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
+from bot.fleet import ClusterHandle, ClusterUnavailable, Fleet
+from bot.fleet.search import find_target
 from bot.metrics import METRIC_COMMANDS
 from bot.slack import messages, scope
 from bot.slack.access import AccessPolicy
@@ -35,18 +38,18 @@ from bot.slack.request import Asked, Request, target_of
 from handlers.errors import GpubotError
 from handlers.model import Diagnosis
 from handlers.runtime.source import MetricsSource
-from handlers.view import ClusterView, Reader
+from handlers.view import ClusterView, Reader, ViewError
 
 log = logging.getLogger("gpubot.slack")
 
 
 class Diagnoses:
-    def __init__(self, settings: Settings, view: ClusterView, metrics: Metrics, poster: Poster,
-                 renderer: Renderer, pool: DiagnosisPool, policy: AccessPolicy, *,
-                 clock: Callable[[], float] = time.monotonic,
+    def __init__(self, settings: Settings, view: ClusterView | Fleet, metrics: Metrics,
+                 poster: Poster, renderer: Renderer, pool: DiagnosisPool, policy: AccessPolicy,
+                 *, clock: Callable[[], float] = time.monotonic,
                  extra_help: Sequence[dict[str, str]] = ()) -> None:
         self.settings = settings
-        self.view = view
+        self.fleet = view if isinstance(view, Fleet) else Fleet.single(view)
         self.metrics = metrics
         self.poster = poster
         self.renderer = renderer
@@ -54,11 +57,32 @@ class Diagnoses:
         self.policy = policy
         self._clock = clock
         self.extra_help = extra_help  # help entries of the approval-gated actions, when on
-        self.prometheus: MetricsSource | None = None  # for the metric-reading commands
         # /gpu sentinel's answer in a request's channel (bot/slack/sentinel.py)
         self.sentinel_status: Callable[[Request], dict[str, Any]] | None = None
         self._rechecking: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
+
+    @property
+    def prometheus(self) -> MetricsSource | None:
+        """The default cluster's Prometheus, for the metric-reading commands."""
+        return self.fleet.default.prometheus
+
+    @prometheus.setter
+    def prometheus(self, source: MetricsSource | None) -> None:
+        self.fleet.default.prometheus = source
+
+    @property
+    def view(self) -> ClusterView:
+        """The default cluster's view (a single cluster's: the one there is)."""
+        view = self.fleet.default.view
+        assert view is not None  # the first cluster opens, or serve stops
+        return view
+
+    def source_of(self, cmd: Command) -> str:
+        """What a command reads, for the user: its cluster, or every cluster."""
+        if cmd.cluster is None and self.fleet.multi:
+            return "every cluster" if cmd.all_clusters else "the clusters this channel may read"
+        return self.fleet.label(self.fleet.get(cmd.cluster))
 
     # -- asked ------------------------------------------------------------------------------
 
@@ -84,7 +108,7 @@ class Diagnoses:
             req.finished(cmd.name, "busy", target=target_of(cmd))
             asked.answer(messages.busy(self.pool.queued))
             return
-        asked.answer(messages.diagnosing(cmd.line(), self.view.source))
+        asked.answer(messages.diagnosing(cmd.line(), self.source_of(cmd)))
 
     def recheck(self, asked: Asked) -> None:
         """A Re-check: queued unless one of the same card is running already."""
@@ -124,21 +148,25 @@ class Diagnoses:
         goes to the asker from the pool."""
         line = cmd.line()
         ran: list[float] = []
-        allowed = self.policy.allowed(req.channel, req.channel_name)
+        chosen: list[Command] = []  # the command as run: with the cluster it was found in
+        allowed = self.policy.allowed(req.channel, req.channel_name, cmd.cluster)
 
         def work(deadline: Deadline) -> Diagnosis:
-            diag = self.diagnose(cmd, deadline, allowed)
+            where, diag = self.diagnose_where(cmd, deadline, allowed, req.channel,
+                                              req.channel_name)
+            chosen.append(where)
             ran.append(deadline.elapsed())
             return diag
 
         def deliver(diag: Diagnosis) -> None:
+            ran_cmd = chosen[0] if chosen else cmd
             try:
                 self.metrics.diagnosis_seconds.labels(command=cmd.name).observe(
                     ran[0] if ran else 0.0)
                 if req.card_ts:
-                    self.update_card(cmd, diag, req)
+                    self.update_card(ran_cmd, diag, req)
                 else:
-                    self.post_answer(cmd, diag, req)
+                    self.post_answer(ran_cmd, diag, req)
             finally:
                 self._done_rechecking(req)
 
@@ -161,7 +189,7 @@ class Diagnoses:
             req.finished(cmd.name, "timeout", target=target_of(cmd))
             self.metrics.diagnosis_seconds.labels(command=cmd.name).observe(deadline.seconds)
             self.poster.respond(req, messages.timed_out(line, deadline.seconds, deadline.doing,
-                                                        self.view.source))
+                                                        self.source_of(cmd)))
 
         return self.pool.submit(line, work, deliver=deliver, on_error=on_error,
                                 on_timeout=on_timeout, seconds=self.settings.deadline)
@@ -172,11 +200,71 @@ class Diagnoses:
                 self._rechecking.discard((req.channel, req.card_ts))
 
     def diagnose(self, cmd: Command, deadline: Deadline,
-                 allowed: frozenset[str] | None = None) -> Diagnosis:
+                 allowed: frozenset[str] | None = None, channel: str | None = None
+                 ) -> Diagnosis:
         """``allowed``: the namespaces the asking channel may query (None: all)."""
-        view = GuardedView(self.view, deadline)
-        metrics = self.prometheus if cmd.name in METRIC_COMMANDS else None
-        with reading(self.view):  # a watch cache: one state of it
+        return self.diagnose_where(cmd, deadline, allowed, channel)[1]
+
+    def diagnose_where(self, cmd: Command, deadline: Deadline,
+                       allowed: frozenset[str] | None = None, channel: str | None = None,
+                       channel_name: str = "") -> tuple[Command, Diagnosis]:
+        """The diagnosis, and the command as run: a target named without a cluster in a
+        fleet is looked for in the clusters ``channel`` may read, and the command run gets
+        ``-c`` where it was found (its card's Re-check goes there)."""
+        if cmd.all_clusters and self.fleet.multi:
+            return cmd, self._fleet_wide(cmd, deadline, allowed, channel, channel_name)
+        if cmd.cluster is None and self.fleet.multi and not cmd.all_clusters:
+            from handlers.target import Target
+
+            target = cmd.route.bind(cmd.given()).target
+            if isinstance(target, Target):
+                names = (self.policy.clusters_for(channel, channel_name, target.namespace)
+                         if channel is not None else self.fleet.names)
+                handle, skipped = find_target(target, [self.fleet.get(n) for n in names])
+                found = replace(cmd, cluster=handle.name)
+                diag = self._diagnose_on(handle, found, deadline, allowed)
+                diag.unchecked.extend(f"not read: {s}" for s in skipped)
+                return found, diag
+        handle = self.fleet.get(cmd.cluster)
+        return cmd, self._diagnose_on(handle, cmd, deadline, allowed)
+
+    def _fleet_wide(self, cmd: Command, deadline: Deadline, allowed: frozenset[str] | None,
+                    channel: str | None, channel_name: str) -> Diagnosis:
+        """``nodes``/``pending --all-clusters``: each cluster the channel may read, merged
+        (``bot/fleet/merge.py``); a cluster down is said, the others answer."""
+        from bot.fleet.merge import merge
+
+        names = (self.policy.clusters_for(channel, channel_name, cmd.namespace)
+                 if channel is not None else self.fleet.names)
+        parts: list[tuple[str, Diagnosis]] = []
+        not_read: list[str] = []
+        for name in names:
+            one = replace(cmd, cluster=name, all_clusters=False)
+            try:
+                parts.append((name, self._diagnose_on(self.fleet.get(name), one, deadline,
+                                                      allowed)))
+            except ClusterUnavailable as err:
+                not_read.append(str(err))
+        return merge(cmd.name, parts, not_read)
+
+    def _diagnose_on(self, handle: ClusterHandle, cmd: Command, deadline: Deadline,
+                     allowed: frozenset[str] | None) -> Diagnosis:
+        if not self.fleet.named:
+            assert handle.view is not None  # a single view is always open
+            return self._run(handle.view, handle.prometheus, cmd, deadline, allowed)
+        try:
+            return self._run(handle.readable(), handle.prometheus, cmd, deadline, allowed)
+        except ViewError as err:
+            if not getattr(err, "fatal", False):
+                raise
+            # Fatal (unreachable, credentials refused): about this cluster, not gpubot.
+            raise ClusterUnavailable(f"cluster {handle.name} is unreachable: {err}") from err
+
+    def _run(self, base: ClusterView, prometheus: MetricsSource | None, cmd: Command,
+             deadline: Deadline, allowed: frozenset[str] | None) -> Diagnosis:
+        view = GuardedView(base, deadline)
+        metrics = prometheus if cmd.name in METRIC_COMMANDS else None
+        with reading(base):  # a watch cache: one state of it
             diag = run_command(Reader(view, metrics=metrics), cmd)
         for problem in scope.visible_problems(view.problems, allowed):
             line = f"not read: {problem}"
@@ -186,7 +274,7 @@ class Diagnoses:
 
     def render(self, cmd: Command, diag: Diagnosis, req: Request,
                changes: Changes | None = None) -> Rendered:
-        return self.renderer.render(diag, argv=cmd.argv(), source=self.view.source,
+        return self.renderer.render(diag, argv=cmd.argv(), source=self.source_of(cmd),
                                     requester=req.user or None, changes=changes,
                                     request_id=req.id,
                                     command_prefix=self.settings.command)

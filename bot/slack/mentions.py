@@ -26,7 +26,7 @@ from slack_bolt import BoltContext, BoltRequest
 
 from bot.slack.access import AccessPolicy
 from bot.slack.approvals import asks_for_an_action
-from bot.slack.guards import ChannelAccess, Guard
+from bot.slack.guards import Guard
 from bot.slack.mrkdwn import code
 from bot.slack.poster import Poster
 from bot.slack.request import Asked, Request, asked
@@ -74,7 +74,7 @@ class Mentions:
     """The ``app_mention`` listener and its reader."""
 
     def __init__(self, poster: Poster, io: Executor, policy: AccessPolicy,
-                 access: ChannelAccess, answer: Callable[[Asked], None], *,
+                 access: Guard, answer: Callable[[Asked], None], *,
                  clock: Callable[[], float] = time.monotonic, names_ttl: float = 600.0) -> None:
         self.poster = poster
         self.io = io

@@ -103,10 +103,12 @@ class ChannelDiagnoses:
             raise NotAllowed(resolved.message)
         deadline = Deadline(self.settings.deadline)
         deadline.start()
-        return self.diagnoses.diagnose(resolved, deadline, self.allowed(channel))
+        return self.diagnoses.diagnose(resolved, deadline, self.allowed(channel), channel)
 
     def render(self, cmd: Command, diag: Diagnosis) -> Rendered:
-        return self.renderer.render(diag, argv=cmd.argv(), source=self.source(),
+        # Several clusters: the card says which one it read (an alert's cluster label).
+        source = self.diagnoses.source_of(cmd) if self.diagnoses.fleet.named else self.source()
+        return self.renderer.render(diag, argv=cmd.argv(), source=source,
                                     command_prefix=self.settings.command)
 
 

@@ -13,6 +13,9 @@ the official ``kubernetes`` client and ``kubectl`` use unmodified.
         fk.store.put({...})              # change state behind the API (watches see it)
         fk.store.set_logs("ns", "pod", "container", "text")
 
+    # several servers at once (a fleet): one kubeconfig, a context per server
+    write_kubeconfig_many(tmp_path / "kubeconfig", {"prod": fk1, "lab": fk2})
+
     # pytest: fixtures made by factories (fixtures.py)
     fake_kube = fake_kube_fixture("tests/data/fake_kube/cluster")
     kube_api = api_client_fixture("fake_kube")
@@ -38,6 +41,7 @@ finishing of graceful pod deletions.
 
 from .faults import DEFAULT_USER, Fault, Faults
 from .fixtures import api_client_fixture, fake_kube_fixture
+from .kubeconfig import write_kubeconfig_many
 from .requestlog import RequestLog, RequestRecord
 from .server import FakeKube
 from .status import ApiError
@@ -55,4 +59,5 @@ __all__ = [
     "api_client_fixture",
     "fake_kube_fixture",
     "wait_until",
+    "write_kubeconfig_many",
 ]
