@@ -43,8 +43,8 @@ from bot.alerts.alertmanager import Alertmanager, AlertmanagerError
 from bot.alerts.threads import COLLECTION as THREADS
 from bot.alerts.threads import matchers_of
 from bot.runbook import valid_base
-from bot.slack.approvals import _button, _date, _hhmm, _mention, _section
 from bot.slack.blocks import Message
+from bot.slack.kit import button, date, hhmm, mention, section
 from bot.slack.metrics import Metrics
 from bot.slack.mrkdwn import code, escape
 from bot.slack.poster import Poster, error_name
@@ -223,7 +223,7 @@ class Silences:
             return
         if not approve:
             self._update_card(channel, card_ts, moved, [
-                f":no_entry_sign: Denied by <@{user}> at {_hhmm(now)}. No silence was created."])
+                f":no_entry_sign: Denied by <@{user}> at {hhmm(now)}. No silence was created."])
             self._record("denied", moved)
             return
         self._record("approved", moved)
@@ -238,7 +238,7 @@ class Silences:
         comment = (f"gpubot: asked by Slack user {req['requester']} in the alert's thread "
                    f"(channel {req['channel']}, thread {req['thread_ts']}), approved by "
                    f"Slack user {user}. Alert group: {req.get('group_key', '')}")[:1000]
-        head = f":white_check_mark: Approved by <@{user}> at {_hhmm(req['decided_at'])}."
+        head = f":white_check_mark: Approved by <@{user}> at {hhmm(req['decided_at'])}."
         try:
             sid = am.create_silence(req["matchers"], starts, ends,
                                     f"{username} (Slack {user})" if username else
@@ -252,7 +252,7 @@ class Silences:
             return
         url = am.silence_link(sid)
         shown = f"<{url}|{escape(sid)}>" if valid_base(url) else code(sid)
-        text = (f":mute: Silenced for {req['duration']} (until {_date(ends)}): "
+        text = (f":mute: Silenced for {req['duration']} (until {date(ends)}): "
                 f"{code(matcher_text(req['matchers']))}, silence {shown}, created by <@{user}> "
                 f"for <@{escape(req['requester'])}>.")
         self._post(channel, thread, text)
@@ -278,7 +278,7 @@ class Silences:
 
     def _post(self, channel: str, thread: str, text: str) -> None:
         with contextlib.suppress(SlackApiError):
-            self.poster.post(channel, Message("progress", text, [_section(text)]), thread)
+            self.poster.post(channel, Message("progress", text, [section(text)]), thread)
 
     def _update_card(self, channel: str, ts: str, req: Mapping[str, Any],
                      status: list[str]) -> None:
@@ -300,24 +300,24 @@ def card(req: Mapping[str, Any], policy: Policy, status: list[str] | None = None
         "that matches) stops notifying; Prometheus keeps evaluating them.",
         f"*Alertmanager:* {escape(req['alertmanager'])}",
         f"*Asked by:* <@{escape(req['requester'])}>  ·  *Expires:* "
-        f"{_date(float(req['expires']))}",
+        f"{date(float(req['expires']))}",
     ]
-    approvers = ", ".join(_mention(a) for a in policy.approvers) or "none configured"
+    approvers = ", ".join(mention(a) for a in policy.approvers) or "none configured"
     context = (f"Request {code(req['id'])}  ·  from the alert card  ·  approvers: {approvers}"
                + ("" if not policy.allow_self_approval else "  ·  self-approval allowed"))
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": title[:150],
                                     "emoji": True}},
-        _section("\n".join(fields)),
+        section("\n".join(fields)),
         {"type": "context", "elements": [{"type": "mrkdwn", "text": context[:3000]}]},
     ]
     if req.get("state") == PENDING and not status:
         blocks.append({"type": "actions", "block_id": "gpubot_silence_approval", "elements": [
-            _button("Approve", SILENCE_APPROVE, req["id"], "primary", "Create the silence?",
+            button("Approve", SILENCE_APPROVE, req["id"], "primary", "Create the silence?",
                     f"Silence {matchers} for {req['duration']}.", "Silence"),
-            _button("Deny", SILENCE_DENY, req["id"], "danger", "Deny it?",
+            button("Deny", SILENCE_DENY, req["id"], "danger", "Deny it?",
                     "The request will be closed; no silence will be created.", "Deny"),
         ]})
     for line in status or []:
-        blocks.append(_section(line))
+        blocks.append(section(line))
     return Message("approval", title, blocks)

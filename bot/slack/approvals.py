@@ -29,7 +29,6 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from slack_bolt import Ack, BoltContext, BoltRequest
@@ -58,6 +57,7 @@ from bot.live.errors import LiveError
 from bot.slack.blocks import Message
 from bot.slack.commands import Command, CommandError, tokenize
 from bot.slack.guards import Guard
+from bot.slack.kit import button, date, hhmm, mention, section, when
 from bot.slack.metrics import Metrics
 from bot.slack.mrkdwn import code, escape
 from bot.slack.poster import Poster, error_name
@@ -375,7 +375,7 @@ class Approvals:
             return
         if not approve:
             self._update_card(channel, card_ts, moved, [f":no_entry_sign: Denied by <@{user}> "
-                                                        f"at {_hhmm(now)}. Nothing was done."])
+                                                        f"at {hhmm(now)}. Nothing was done."])
             self._record("denied", moved)
             return
         self._record("approved", moved)
@@ -385,7 +385,7 @@ class Approvals:
              user: str) -> None:
         assert self.runner is not None
         plan = Plan.from_json(req["plan"])
-        head = f":white_check_mark: Approved by <@{user}> at {_hhmm(req['decided_at'])}."
+        head = f":white_check_mark: Approved by <@{user}> at {hhmm(req['decided_at'])}."
         self._update_card(channel, card_ts, req, [head, ":gear: Running ..."])
 
         def progress(line: str) -> None:
@@ -447,7 +447,7 @@ class Approvals:
         for r in entries:
             e = r.data
             what = f"{e.get('action', '')} {e.get('target', '')}"
-            line = (f"{_when(float(e.get('at', r.created)))} *{escape(e.get('event', ''))}* "
+            line = (f"{when(float(e.get('at', r.created)))} *{escape(e.get('event', ''))}* "
                     f"{code(what)}")
             if e.get("requester"):
                 line += f" asked by <@{escape(e['requester'])}>"
@@ -481,7 +481,7 @@ class Approvals:
 
     def _post(self, channel: str, thread: str, text: str) -> None:
         with contextlib.suppress(SlackApiError):
-            self.poster.post(channel, Message("progress", text, [_section(text)]), thread)
+            self.poster.post(channel, Message("progress", text, [section(text)]), thread)
 
     def _update_card(self, channel: str, ts: str, req: dict[str, Any],
                      status: list[str]) -> None:
@@ -515,60 +515,27 @@ def card(req: dict[str, Any], policy: Policy, status: list[str] | None = None
     if problems:
         fields.append("*Problem now:* " + escape("; ".join(problems[:5])))
     fields.append(f"*Asked by:* <@{escape(req['requester'])}>  ·  *Expires:* "
-                  f"{_date(float(req['expires']))}")
-    approvers = ", ".join(_mention(a) for a in policy.approvers) or "none configured"
+                  f"{date(float(req['expires']))}")
+    approvers = ", ".join(mention(a) for a in policy.approvers) or "none configured"
     context = (f"Request {code(req['id'])}  ·  from {escape(req.get('source', 'command'))}"
                f"  ·  approvers: {approvers}"
                + ("" if not policy.allow_self_approval else "  ·  self-approval allowed"))
     blocks: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": title[:150],
                                     "emoji": True}},
-        _section("\n".join(fields)),
+        section("\n".join(fields)),
         {"type": "context", "elements": [{"type": "mrkdwn", "text": context[:3000]}]},
     ]
     if req.get("state") == PENDING and not status:
         blocks.append({"type": "actions", "block_id": "gpubot_approval", "elements": [
-            _button("Approve", APPROVE, req["id"], "primary",
+            button("Approve", APPROVE, req["id"], "primary",
                     "Run it?", f"{plan.what}. {plan.blast_radius}", "Approve"),
-            _button("Deny", DENY, req["id"], "danger",
+            button("Deny", DENY, req["id"], "danger",
                     "Deny it?", "The request will be closed; nothing will be run.", "Deny"),
         ]})
     for line in status or []:
-        blocks.append(_section(line))
+        blocks.append(section(line))
     return {"text": title, "blocks": blocks}
-
-
-def _button(label: str, action_id: str, value: str, style: str, title: str, text: str,
-            confirm: str) -> dict[str, Any]:
-    return {"type": "button", "action_id": action_id, "value": value, "style": style,
-            "text": {"type": "plain_text", "text": label, "emoji": False},
-            "confirm": {"title": {"type": "plain_text", "text": title[:100]},
-                        "text": {"type": "plain_text", "text": text[:300]},
-                        "confirm": {"type": "plain_text", "text": confirm[:30]},
-                        "deny": {"type": "plain_text", "text": "Cancel"},
-                        "style": style}}
-
-
-def _section(text: str) -> dict[str, Any]:
-    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:3000]}}
-
-
-def _mention(approver: str) -> str:
-    return f"<!subteam^{escape(approver)}>" if approver.startswith("S") else (
-        f"<@{escape(approver)}>")
-
-
-def _date(epoch: float) -> str:
-    """Slack's date formatting (the reader's time zone), with a UTC fallback."""
-    return f"<!date^{int(epoch)}^{{date_short_pretty}} {{time}}|{_when(epoch)}>"
-
-
-def _when(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _hhmm(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%S UTC")
 
 
 def _parse(words: list[str]) -> tuple[str, str]:
