@@ -21,8 +21,10 @@ from urllib.parse import urlencode
 
 import pytest
 
+from bot.actions.requests import Policy, Requests
 from bot.alerts.service import open_alerts
-from bot.alerts.silences import SILENCE, SILENCE_APPROVE, SILENCE_DENY
+from bot.alerts.silences import COLLECTION as SILENCE_REQUESTS
+from bot.alerts.silences import SILENCE, SILENCE_APPROVE, SILENCE_DENY, Silences
 from bot.slack.blocks import validate
 from bot.store import AuditLog
 from bot.store.sqlite import SqliteStore
@@ -337,3 +339,33 @@ def test_alertmanager_url_must_be_a_url_slack_can_link() -> None:
             load_settings(env={**env, "GPUBOT_ALERTMANAGER_URL": bad}).validate()
     assert load_settings(env={**env, "GPUBOT_ALERTMANAGER_URL": "http://am:9093"}
                          ).validate().alertmanager_url == "http://am:9093"
+
+
+def test_a_silence_a_stopped_bot_left_running_is_failed_and_said(tmp_path: Path) -> None:
+    """Approved, then the bot stopped before Alertmanager answered: the next bot marks it
+    failed in the store, the thread and the audit trail, once its run cannot be going on."""
+    stack = Stack(tmp_path, alertmanager_url="http://127.0.0.1:9")
+    try:
+        requests = Requests(stack.store, SILENCE_REQUESTS)
+        base = {"channel": CHANNEL, "thread_ts": "1700000000.000100", "requester": REQUESTER,
+                "matchers": {"alertname": "GPUPodPendingTooLong", "namespace": "ml-team"},
+                "duration": "1h", "group_key": "{}:{}", "decided_by": APPROVER,
+                "action": "silence", "target": "GPUPodPendingTooLong", "created": 0.0}
+        requests.create({**base, "id": "old", "state": "running",
+                         "decided_at": time.time() - 3600})
+        requests.create({**base, "id": "now", "state": "running", "decided_at": time.time()})
+        requests.create({**base, "id": "done", "state": "done", "decided_at": 0.0})
+        bot = stack.h.bot
+        assert bot is not None
+        silences = Silences(stack.store, Policy((APPROVER,), False, 900.0, 60.0), bot.poster,
+                            bot.metrics, lambda _group: set())
+        assert silences.recover() == 1
+        states = {rid: (requests.get(rid) or pytest.fail(rid)).data["state"]
+                  for rid in ("old", "now", "done")}
+        assert states == {"old": "failed", "now": "running", "done": "done"}
+        said = stack.said(base["thread_ts"], "interrupted")
+        assert 'namespace="ml-team"' in said
+        assert [e["event"] for e in stack.audited(1)] == ["failed"]
+        assert silences.recover() == 0  # once
+    finally:
+        stack.close()

@@ -105,4 +105,5 @@ def _open_silences(bot: SlackBot, settings: Settings, store: Store) -> Silences 
                                         bot.rate_limit])(silences.on_select)
     bot.app.action(SILENCE_APPROVE)(silences.on_approve)  # the rules are checked when clicked
     bot.app.action(SILENCE_DENY)(silences.on_deny)
+    silences.start()  # a stopped bot's half-done silences
     return silences

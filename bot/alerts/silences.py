@@ -95,6 +95,34 @@ class Silences:
 
         self.executor.submit(run)
 
+    def start(self) -> None:
+        """Finish what a stopped bot left (``recover``), off the caller's thread."""
+        self._submit(self.recover)
+
+    def recover(self) -> int:
+        """Requests approved by a bot that stopped before Alertmanager answered: marked
+        failed and said in their thread. The silence may exist (the stop may have come after
+        Alertmanager created it), so the thread says where to look before asking again."""
+        now = self._clock()
+        found = 0
+        for rec in self.store.list(COLLECTION, limit=1000):
+            req = rec.data
+            if req.get("state") != RUNNING or now - float(
+                    req.get("decided_at", now)) < self.timeout + 60:
+                continue
+            note = ("interrupted: the bot stopped while asking Alertmanager; look for a "
+                    f"silence on {matcher_text(req.get('matchers') or {})} in Alertmanager "
+                    "before asking again")
+            done = self.requests.move(req["id"], RUNNING, {"state": FAILED, "error": note,
+                                                           "finished": now})
+            if done is None:  # another replica got there first
+                continue
+            found += 1
+            if req.get("thread_ts"):
+                self._post(req["channel"], req["thread_ts"], f":x: {escape(note)}")
+            self._record(FAILED, done, result=note)
+        return found
+
     # -- the request ------------------------------------------------------------------------
 
     def read_select(self, req: BoltRequest) -> Asked | None:
