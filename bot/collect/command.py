@@ -8,16 +8,16 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from bot.progress import Progress
-from bot.snapshot.manifest import FILE_NAME, Manifest, Refusal
-from bot.version import version
-from handlers.view import ClusterView, ViewError
 
-from . import writer
-from .anonymize import Anonymizer
-from .collector import Capture, collect
+if TYPE_CHECKING:
+    from bot.snapshot.manifest import Manifest, Refusal
+    from handlers.view import ClusterView
+
+    from .anonymize import Anonymizer
+    from .collector import Capture
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -63,6 +63,16 @@ def add_arguments(p: argparse.ArgumentParser, duration: Any) -> None:
 
 
 def run(args: argparse.Namespace, err: TextIO) -> int:
+    # Imported here: building the CLI's parser (every `gpubot --version`, `completion` and
+    # completion TAB) would otherwise read the whole discovery chain (~130 ms).
+    from bot.snapshot.manifest import Manifest
+    from bot.version import version
+    from handlers.view import ViewError
+
+    from . import writer
+    from .anonymize import Anonymizer
+    from .collector import collect
+
     namespace = getattr(args, "namespace", None)
     source = getattr(args, "snapshot", None)
     kubeconfig, context = getattr(args, "kubeconfig", None), getattr(args, "context", None)
@@ -149,6 +159,8 @@ def _inside(path: Path, directory: Path) -> bool:
 
 def _summary(err: TextIO, out: Path, source: str, cap: Capture, manifest: Manifest,
              anon: Anonymizer | None) -> None:
+    from bot.snapshot.manifest import FILE_NAME
+
     scope = f"namespace {cap.namespace}" if cap.namespace else "every namespace"
     total = sum(manifest.objects.values())
     err.write(f"gpubot: wrote {out} from {source} ({scope}): {total:,} objects of "
