@@ -221,6 +221,14 @@ def test_card_leads_with_the_cause_and_silence_goes_through_an_approver(
                                     if silence["id"] in a["status"]["silencedBy"]])
         assert suppressed and suppressed[0]["labels"] == LABELS
 
+        # The alert card says it is silenced, by whom, in place of its Silence menu.
+        quiet = _wait(lambda: next((c for c in stack.h.slack.calls("chat.update")
+                                    if c.params["ts"] == ts and "Silenced until" in _text(c)),
+                                   None))
+        validate(quiet.blocks)
+        assert silence["id"] in _text(quiet) and f"<@{GROUPIE}>" in _text(quiet)
+        assert "gpubot_silence" not in json.dumps(quiet.blocks)
+
         # The approval card says who approved; a second click finds it decided.
         assert _wait(lambda: any("Approved by" in _text(c) and "Silenced for 4h" in _text(c)
                                  for c in stack.h.slack.calls("chat.update")

@@ -72,6 +72,8 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
                            silence_durations=tuple(DURATIONS) if silences else (),
                            cluster_label=settings.alert_cluster_label
                            if bot.fleet.named else None)
+    if silences is not None:
+        silences.on_silenced = threads.silenced
     notifier = AlertNotifier(threads.handle, max_groups=max_groups, workers=workers)
     registry = bot.metrics.registry
     webhooks = Counter("gpubot_alert_webhooks", "Alertmanager webhooks, by outcome.",

@@ -41,7 +41,7 @@ from bot.actions.requests import (
 )
 from bot.alerts.alertmanager import Alertmanager, AlertmanagerError
 from bot.alerts.threads import COLLECTION as THREADS
-from bot.alerts.threads import matchers_of
+from bot.alerts.threads import Retry, matchers_of
 from bot.runbook import valid_base
 from bot.slack.blocks import Message
 from bot.slack.kit import button, date, hhmm, mention, section
@@ -80,6 +80,8 @@ class Silences:
         self.requests = Requests(store, COLLECTION)
         self.audit = Auditor(store, None)  # the actions' trail; no node to put an Event on
         self._clock = clock
+        # The alert threads' ``silenced``, set by bot/alerts/service.py.
+        self.on_silenced: Callable[[str, str, float, str], None] | None = None
         # Creating a silence waits on Alertmanager: off Bolt's threads.
         self.executor = ThreadPoolExecutor(workers, thread_name_prefix="gpubot-silence")
 
@@ -285,6 +287,12 @@ class Silences:
                 f"for <@{escape(req['requester'])}>.")
         self._post(channel, thread, text)
         self._finish(req, DONE, {"silence": sid, "ends": ends})
+        if self.on_silenced is not None and req.get("group"):
+            try:  # the alert card says it is silenced, in place of its menu
+                self.on_silenced(str(req["group"]), sid, ends, user)
+            except (StoreError, SlackApiError, Retry) as err:
+                log.warning("cannot mark alert group %s silenced on its card: %s",
+                            req["group"], err)
         self._update_card(channel, card_ts, {**req, "state": DONE}, [head, text])
         self._record("created", {**req, "state": DONE}, silence=sid, result=f"silence {sid}",
                      ends=ends)

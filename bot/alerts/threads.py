@@ -20,6 +20,7 @@ card's hash, and the codes and root cause of each diagnosis.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -168,6 +169,30 @@ class AlertThreads:
         data.update(status=status, owed=False)
         self._save(rec, data)
 
+    def silenced(self, gid: str, silence: str, until: float, by: str) -> None:
+        """A silence on the group was created (``bot/alerts/silences.py``): the card says
+        so, until when and who approved it, in place of its Silence menu. Alertmanager
+        sends nothing more for a silenced group, so the card is edited here."""
+        for _ in range(5):
+            rec = self.store.get(COLLECTION, gid)
+            if rec is None or rec.data.get("ts") is None:
+                return
+            data = {**rec.data, "silenced": {"id": silence, "until": until, "by": by}}
+            if self.store.update(COLLECTION, gid, data, rec.version):
+                break
+        else:
+            raise Retry("the group's record keeps changing")
+        status = str(data.get("status") or "firing")
+        ordered = _ordered(data["alerts"])
+        targets = commands_for([a["labels"] for a in ordered if a["status"] == "firing"] or
+                               [a["labels"] for a in ordered], self.cluster_label)
+        card, card_hash = self._card(gid, data, status, targets[:MAX_DIAGNOSES], len(targets))
+        self.slack.update(str(data["channel"]), str(data["ts"]), card)
+        rec = self.store.get(COLLECTION, gid)
+        if rec is not None:  # the next webhook's edit compares with this card
+            with contextlib.suppress(Retry):
+                self._save(rec, {**rec.data, "card": card_hash})
+
     def _card(self, gid: str, data: Mapping[str, Any], status: str, commands: list[Command],
               targets: int) -> tuple[Message, str]:
         """The card, and a hash of what it says apart from how long the group has fired
@@ -202,6 +227,11 @@ class AlertThreads:
         found = [{"command": c.line(), **causes[c.line()]} for c in commands
                  if c.line() in causes]
         matchers = matchers_of(alerts)
+        quiet = dict(data.get("silenced") or {})
+        silenced = ({"id": str(quiet["id"]), "by": str(quiet["by"]),
+                     "until": datetime.fromtimestamp(float(quiet["until"]), UTC).strftime(
+                         "%Y-%m-%d %H:%M UTC"), "until_epoch": int(quiet["until"])}
+                    if quiet and float(quiet.get("until") or 0) > self.clock() else None)
         am = self.alertmanager_url or str(data.get("external_url") or "")
         card_vars: dict[str, Any] = dict(
             status=status, title=title, summary=summary, description=description,
@@ -222,8 +252,9 @@ class AlertThreads:
                                           *(a["annotations"].get("runbook_url")
                                             for a in ordered)) if u and valid_base(u)), ""),
             runbook_code=next((c["code"] for c in found if c["code"]), ""),
+            silenced=silenced,
             silence=[(d, f"{d}|{gid}") for d in self.silence_durations]
-            if status == "firing" and matchers and valid_base(am) else [])
+            if status == "firing" and matchers and valid_base(am) and not silenced else [])
         card_hash = _digest(card_vars)
         firing_for = age_text((now - since).total_seconds()) if since else ""
         card = self.renderer.render_template(
