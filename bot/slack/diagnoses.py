@@ -21,8 +21,7 @@ from typing import Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot.fleet import ClusterHandle, ClusterUnavailable, Fleet
-from bot.fleet.search import find_target
+from bot.fleet import ClusterHandle, Fleet
 from bot.metrics import METRIC_COMMANDS
 from bot.slack import messages, scope
 from bot.slack.access import AccessPolicy
@@ -38,7 +37,7 @@ from bot.slack.request import Asked, Request, target_of
 from handlers.errors import GpubotError
 from handlers.model import Diagnosis
 from handlers.runtime.source import MetricsSource
-from handlers.view import ClusterView, Reader, ViewError
+from handlers.view import ClusterView, Reader
 
 log = logging.getLogger("gpubot.slack")
 
@@ -210,55 +209,30 @@ class Diagnoses:
                        channel_name: str = "") -> tuple[Command, Diagnosis]:
         """The diagnosis, and the command as run: a target named without a cluster in a
         fleet is looked for in the clusters ``channel`` may read, and the command run gets
-        ``-c`` where it was found (its card's Re-check goes there)."""
-        if cmd.all_clusters and self.fleet.multi:
-            return cmd, self._fleet_wide(cmd, deadline, allowed, channel, channel_name)
+        ``-c`` where it was found (its card's Re-check goes there). Which cluster is
+        ``bot/fleet/run.py``'s, shared with the CLI."""
+        from bot.fleet.run import run_on_fleet
+        from handlers.target import Target
+
+        target = None
         if cmd.cluster is None and self.fleet.multi and not cmd.all_clusters:
-            from handlers.target import Target
+            bound = cmd.route.bind(cmd.given()).target
+            target = bound if isinstance(bound, Target) else None
 
-            target = cmd.route.bind(cmd.given()).target
-            if isinstance(target, Target):
-                names = (self.policy.clusters_for(channel, channel_name, target.namespace)
-                         if channel is not None else self.fleet.names)
-                handle, skipped = find_target(target, [self.fleet.get(n) for n in names])
-                found = replace(cmd, cluster=handle.name)
-                diag = self._diagnose_on(handle, found, deadline, allowed)
-                diag.unchecked.extend(f"not read: {s}" for s in skipped)
-                return found, diag
-        handle = self.fleet.get(cmd.cluster)
-        return cmd, self._diagnose_on(handle, cmd, deadline, allowed)
+        def readable(namespace: str | None) -> list[str]:
+            if channel is None:
+                return self.fleet.names
+            return self.policy.clusters_for(channel, channel_name, namespace)
 
-    def _fleet_wide(self, cmd: Command, deadline: Deadline, allowed: frozenset[str] | None,
-                    channel: str | None, channel_name: str) -> Diagnosis:
-        """``nodes``/``pending --all-clusters``: each cluster the channel may read, merged
-        (``bot/fleet/merge.py``); a cluster down is said, the others answer."""
-        from bot.fleet.merge import merge
+        def diagnose(handle: ClusterHandle, view: ClusterView) -> Diagnosis:
+            return self._run(view, handle.prometheus, cmd, deadline, allowed)
 
-        names = (self.policy.clusters_for(channel, channel_name, cmd.namespace)
-                 if channel is not None else self.fleet.names)
-        parts: list[tuple[str, Diagnosis]] = []
-        not_read: list[str] = []
-        for name in names:
-            one = replace(cmd, cluster=name, all_clusters=False)
-            try:
-                parts.append((name, self._diagnose_on(self.fleet.get(name), one, deadline,
-                                                      allowed)))
-            except ClusterUnavailable as err:
-                not_read.append(str(err))
-        return merge(cmd.name, parts, not_read)
-
-    def _diagnose_on(self, handle: ClusterHandle, cmd: Command, deadline: Deadline,
-                     allowed: frozenset[str] | None) -> Diagnosis:
-        if not self.fleet.named:
-            assert handle.view is not None  # a single view is always open
-            return self._run(handle.view, handle.prometheus, cmd, deadline, allowed)
-        try:
-            return self._run(handle.readable(), handle.prometheus, cmd, deadline, allowed)
-        except ViewError as err:
-            if not getattr(err, "fatal", False):
-                raise
-            # Fatal (unreachable, credentials refused): about this cluster, not gpubot.
-            raise ClusterUnavailable(f"cluster {handle.name} is unreachable: {err}") from err
+        answer = run_on_fleet(self.fleet, cmd.name, diagnose, cluster=cmd.cluster,
+                              all_clusters=cmd.all_clusters, target=target,
+                              namespace=cmd.namespace, readable=readable)
+        if target is not None and answer.cluster is not None:
+            return replace(cmd, cluster=answer.cluster), answer.diagnosis
+        return cmd, answer.diagnosis
 
     def _run(self, base: ClusterView, prometheus: MetricsSource | None, cmd: Command,
              deadline: Deadline, allowed: frozenset[str] | None) -> Diagnosis:
