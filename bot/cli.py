@@ -363,7 +363,12 @@ def entry() -> None:
     tearing down its heap, so the cycle collector (which rescans every object read, ~40%
     of a cold diagnosis of a large cluster) is off, and exit skips freeing objects."""
     gc.disable()
-    code = main()
+    if sys.argv[1:2] == ["__complete"]:  # a TAB in a shell (bot/complete.py): never in --help
+        from bot.complete import main as complete
+
+        code = complete(sys.argv[2:], sys.stdout, os.environ, build_parser)
+    else:
+        code = main()
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -1,5 +1,8 @@
 """``gpubot completion bash|zsh|fish``: completion scripts made from the CLI's own parser,
-so a new subcommand or flag completes without editing this file.
+so a new subcommand or flag completes without editing this file. Subcommands, flags and
+choices are in the script; contexts, namespaces, pods, nodes and clusters are asked of
+``gpubot __complete`` (``bot/complete.py``) at each TAB, from the cluster or snapshot the line
+names.
 
     source <(gpubot completion bash)                      # ~/.bashrc
     source <(gpubot completion zsh)                       # ~/.zshrc (via bashcompinit)
@@ -11,6 +14,8 @@ from __future__ import annotations
 import argparse
 import shlex
 from dataclasses import dataclass, field
+
+from bot.complete import dynamic_commands, dynamic_options
 
 # Options whose value is a file or directory: completed with file names.
 _PATH_OPTIONS = {"--snapshot", "--kubeconfig", "--config"}
@@ -75,12 +80,25 @@ def _bash(parser: argparse.ArgumentParser) -> str:
     value_cases = [f"    {opt}) COMPREPLY=($(compgen -W {shlex.quote(v)} -- \"$cur\")); return ;;"
                    for opt, v in sorted(values.items())]
     paths = "|".join(sorted(_PATH_OPTIONS))
+    dynamic = dynamic_options(parser)
+    dynamic_alts = "|".join(dynamic) or "--no-such-option"
+    dynamic_eq = "|".join(f"{o}=*" for o in dynamic if o.startswith("--")) or "--no-such=*"
     takes = sorted({o for c in [top, *commands] for o in c.takes_value} - set(values)
-                   - _PATH_OPTIONS)
+                   - _PATH_OPTIONS - set(dynamic))
     return f"""# bash completion for gpubot: source <(gpubot completion bash)
 _gpubot() {{
   local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}"
   local commands={shlex.quote(names)} cmd="" opts="" i
+  # A context, namespace or cluster: bash splits a word at ":" and "=" (--context=arn:aws:eks:
+  # ...), so the option is found in the line's own words.
+  local line="${{COMP_LINE:0:COMP_POINT}}"
+  local word="${{line##*[[:space:]]}}" before="${{line%[[:space:]]*}}"
+  [[ $before == "$line" ]] && before=""
+  case "${{before##*[[:space:]]}}" in {dynamic_alts}) _gpubot_values; return ;; esac
+  case "$word" in {dynamic_eq}) _gpubot_values; return ;; esac
+  # --flag=value: bash splits at "=", the value is the word after it.
+  if [[ $cur == "=" ]]; then cur=""
+  elif [[ $prev == "=" ]]; then prev="${{COMP_WORDS[COMP_CWORD-2]}}"; fi
   for ((i = 1; i < COMP_CWORD; i++)); do
     case " $commands " in *" ${{COMP_WORDS[i]}} "*) cmd="${{COMP_WORDS[i]}}"; break ;; esac
   done
@@ -93,7 +111,17 @@ _gpubot() {{
 {chr(10).join(cases)}
     *) opts="$commands {" ".join(top.options)}" ;;
   esac
+  # A node, pod or namespace argument; flags when there is none to give.
+  case " {" ".join(dynamic_commands(parser))} " in
+    *" $cmd "*) [[ $cur != -* ]] && _gpubot_values && return ;;
+  esac
   COMPREPLY=($(compgen -W "$opts" -- "$cur"))
+}}
+# Values from the cluster or snapshot the line names, within 2 s, nothing on failure.
+_gpubot_values() {{
+  local IFS=$'\\n'
+  COMPREPLY=($(gpubot __complete "${{COMP_LINE:0:COMP_POINT}}" "$COMP_WORDBREAKS" 2>/dev/null))
+  [[ ${{#COMPREPLY[@]}} -gt 0 ]] || {{ compopt +o default 2>/dev/null; false; }}
 }}
 complete -o default -F _gpubot gpubot
 """
@@ -108,6 +136,7 @@ def _zsh(parser: argparse.ArgumentParser) -> str:
 def _fish(parser: argparse.ArgumentParser) -> str:
     top, commands = _describe(parser)
     names = " ".join(c.name for c in commands)
+    dynamic = set(dynamic_options(parser))
     lines = ["# fish completion for gpubot: gpubot completion fish | source",
              "complete -c gpubot -f"]
     for c in commands:
@@ -125,6 +154,8 @@ def _fish(parser: argparse.ArgumentParser) -> str:
             extra = ""
             if opt in c.choices:
                 extra = f" -x -a {shlex.quote(' '.join(c.choices[opt]))}"
+            elif opt in dynamic:
+                extra = f" -x -a {shlex.quote(_FISH_VALUES)}"
             elif opt in _PATH_OPTIONS:
                 extra = " -r -F"
             elif opt in c.takes_value:
@@ -133,7 +164,14 @@ def _fish(parser: argparse.ArgumentParser) -> str:
         if c.positional_choices:
             lines.append(f"complete -c gpubot -n {shlex.quote(cond)} "
                          f"-a {shlex.quote(' '.join(c.positional_choices))}")
+        if c.name in dynamic_commands(parser):
+            lines.append(f"complete -c gpubot -n {shlex.quote(cond)} "
+                         f"-a {shlex.quote(_FISH_VALUES)}")
     return "\n".join(lines) + "\n"
+
+
+# fish completes an option's value after its "=" itself: the values are cut there.
+_FISH_VALUES = "(gpubot __complete (commandline -cp) = 2>/dev/null)"
 
 
 SHELLS = {"bash": _bash, "zsh": _zsh, "fish": _fish}
