@@ -22,7 +22,7 @@ from bot.progress import Progress
 from bot.version import version
 from handlers.errors import GpubotError, TargetNotFound
 from handlers.registry import COMMANDS, CommandSpec, ParamConflict
-from handlers.view import ClusterView, Reader, ViewError
+from handlers.view import ViewError
 
 if TYPE_CHECKING:
     from bot.metrics.prometheus import PrometheusMetrics
@@ -118,6 +118,13 @@ def add_global_flags(p: argparse.ArgumentParser, *, here: bool) -> None:
     add("-n", "--namespace", metavar="NS",
         help="namespace of TARGET (default: the context's namespace, else default); "
              "pending and quota: only this namespace (default: all)")
+    add("-c", "--cluster", metavar="NAME",
+        help="with clusters configured (--config, GPUBOT_CONFIG or GPUBOT_CLUSTERS): read "
+             "this one (default: TARGET looked for in every cluster; nodes: every cluster)")
+    add("--all-clusters", action="store_true", default=False,
+        help="nodes, pending: every configured cluster, and the total")
+    add("--config", metavar="FILE",
+        help="YAML settings file, for its clusters list (default: $GPUBOT_CONFIG)")
     add("--timeout", metavar="DURATION", type=_duration, default=10.0,
         help="timeout of each API request: 5s, 1m, 1m30s (default 10s)")
     add("--prometheus", metavar="URL",
@@ -187,30 +194,12 @@ def build_parser() -> _Parser:
 
     p.description, p.epilog = SERVE_DESCRIPTION, SERVE_EXAMPLES
     add_serve_arguments(p)
-    # serve's own --snapshot/--kubeconfig/--context: given before `serve`, they must stay.
+    # serve's own --snapshot/--kubeconfig/--context/--config: given before `serve`, they
+    # must stay.
     for action in p._actions:
-        if action.dest in ("snapshot", "kubeconfig", "context"):
+        if action.dest in ("snapshot", "kubeconfig", "context", "config"):
             action.default = argparse.SUPPRESS
     return parser
-
-
-def open_view(args: argparse.Namespace, err: TextIO, progress: Progress,
-              stdin: BinaryIO | None = None) -> ClusterView:
-    """The cluster view the arguments name. Raises ViewError when it cannot be opened."""
-    if args.snapshot and (args.kubeconfig or args.context):
-        raise _Usage("--snapshot reads files; --kubeconfig/--context read a live cluster: "
-                     "give one or the other")
-    if not args.snapshot:
-        from bot.live import open_live_view
-
-        live = open_live_view(args.kubeconfig, args.context, timeout=args.timeout)
-        live.transport.on_page = progress.pages
-        if err.isatty() and args.output not in MACHINE_OUTPUTS:
-            err.write(f"gpubot: reading {live.source} ...\n")
-        return live
-    from bot.snapshot import load_snapshot
-
-    return load_snapshot(args.snapshot, stdin=stdin, progress=progress.files)
 
 
 class _Usage(GpubotError):
@@ -219,7 +208,12 @@ class _Usage(GpubotError):
 
 def _metrics(spec: CommandSpec, args: argparse.Namespace, environ: Mapping[str, str]
              ) -> PrometheusMetrics | None:
-    url = args.prometheus or environ.get("GPUBOT_PROMETHEUS_URL")
+    return _prometheus(spec, args.prometheus or environ.get("GPUBOT_PROMETHEUS_URL"), environ)
+
+
+def _prometheus(spec: CommandSpec, url: str | None, environ: Mapping[str, str]
+                ) -> PrometheusMetrics | None:
+    """The Prometheus at ``url`` when ``spec`` reads metrics (a cluster's, in a fleet)."""
     if not spec.metrics or not url:
         return None  # and httpx is not imported at all
     from bot.metrics.prometheus import prometheus_from_env
@@ -286,6 +280,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         err.write(f"gpubot: error: {e}\n")
         return EXIT_USAGE
     if args.command in ("watch", "digest"):  # no CommandSpec: they read more than a view
+        if args.cluster or args.all_clusters:
+            err.write(f"gpubot: error: {args.command} reads one cluster: --snapshot, "
+                      "--kubeconfig or --context, not --cluster\n")
+            return EXIT_USAGE
         from bot.digest.cli import main as digest_main
         from bot.watch import main as watch_main
 
@@ -299,42 +297,49 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         if (why := missing()) is not None:
             err.write(f"gpubot: error: --png: {why}\n")
             return EXIT_USAGE
+    from bot import clifleet
+    from bot.cliview import CliUsage
+    from bot.fleet import ClusterUnavailable, UnknownCluster
+    from bot.fleet.search import AmbiguousTarget
+
     progress = Progress.on(err, enabled=args.output not in MACHINE_OUTPUTS, delay=PROGRESS_DELAY)
     try:
         with progress:
-            view = open_view(args, err, progress, stdin)
-            metrics = _metrics(spec, args, environ)
+            clifleet.check_flags(args)
+            settings = clifleet.load_settings(args, environ)
+            fleet = clifleet.open_cli_fleet(args, settings, err, progress, stdin)
             try:
+                clifleet.open_metrics(fleet, settings, lambda url: _prometheus(spec, url, environ),
+                                      lambda: _metrics(spec, args, environ))
                 # The context's namespace is TARGET's default, as in kubectl; pending and
-                # quota are overviews and read every namespace unless -n.
-                params = spec.bind(vars(args),
-                                   context_namespace=getattr(view, "context_namespace", None))
-                assert spec.run is not None  # every subcommand but completion and serve has one
-                diag = spec.run(Reader(view, metrics=metrics), params)
+                # quota are overviews and read every namespace unless -n. Which cluster:
+                # bot/fleet/run.py, as /gpu's.
+                answer = clifleet.run(fleet, spec, args)
             finally:
-                if metrics is not None:
-                    metrics.close()
-    except (_Usage, ParamConflict, UsageError, SelectorError) as e:
+                clifleet.close(fleet)
+    except (_Usage, CliUsage, ParamConflict, UsageError, SelectorError, UnknownCluster,
+            AmbiguousTarget) as e:
         err.write(f"gpubot: error: {e}\n")
         return EXIT_USAGE
     except TargetNotFound as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_NOT_FOUND
-    except ViewError as e:
+    except (ViewError, ClusterUnavailable) as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_NOT_FOUND
-    source = view.source
-    for problem in getattr(view, "problems", []):
-        diag.unchecked.append(f"not read: {problem}")
-    if params.png and not _write_chart(diag, params.png, err):
+    diag, source = answer.diagnosis, clifleet.source_of(fleet, answer)
+    # Which cluster(s) answered, for tools: only when the config names clusters.
+    where = ({} if not fleet.named else {"cluster": answer.cluster}
+             if answer.cluster is not None else {"clusters": list(answer.clusters)})
+    if getattr(args, "png", None) and not _write_chart(diag, args.png, err):
         return EXIT_NOT_FOUND
     # jinja2 is a noticeable part of a start: --version, completion and serve need none.
     from bot.render import render_json, render_text, render_yaml
 
     if args.output == "json":
-        out.write(render_json(diag, source=source, runbooks=runbooks) + "\n")
+        out.write(render_json(diag, source=source, runbooks=runbooks, where=where) + "\n")
     elif args.output == "yaml":
-        out.write(render_yaml(diag, source=source, runbooks=runbooks))
+        out.write(render_yaml(diag, source=source, runbooks=runbooks, where=where))
     else:
         from bot.table import terminal_width
 

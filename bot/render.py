@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -88,28 +89,32 @@ def render_text(diag: Diagnosis, *, color: bool = False, source: str = "",
     )
 
 
-def document(diag: Diagnosis, *, source: str = "",
-             runbooks: Runbooks | None = None) -> dict[str, Any]:
+def document(diag: Diagnosis, *, source: str = "", runbooks: Runbooks | None = None,
+             where: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The ``-o json``/``-o yaml`` document: docs/schema/diagnosis.schema.json describes it.
     Whole numbers are integers (a GPU count is 8, not 8.0). Each finding carries its
-    resolved ``runbook``: a URL, or the installed page's path."""
+    resolved ``runbook``: a URL, or the installed page's path. ``where``: the ``cluster``
+    read or the ``clusters`` merged, when the config names clusters."""
     out: dict[str, Any] = {"schema_version": SCHEMA_VERSION}
     out.update(_plain(diag.to_json()))
     out["source"] = source
+    out.update(where or {})
     books = _runbooks(runbooks)
     for f in out.get("findings", []):
         f["runbook"] = books.resolve(f["code"])
     return out
 
 
-def render_json(diag: Diagnosis, *, source: str = "", runbooks: Runbooks | None = None) -> str:
-    return json.dumps(document(diag, source=source, runbooks=runbooks), indent=2,
+def render_json(diag: Diagnosis, *, source: str = "", runbooks: Runbooks | None = None,
+                where: Mapping[str, Any] | None = None) -> str:
+    return json.dumps(document(diag, source=source, runbooks=runbooks, where=where), indent=2,
                       sort_keys=False)
 
 
-def render_yaml(diag: Diagnosis, *, source: str = "", runbooks: Runbooks | None = None) -> str:
-    return yaml.safe_dump(document(diag, source=source, runbooks=runbooks), sort_keys=False,
-                          allow_unicode=True, width=100)
+def render_yaml(diag: Diagnosis, *, source: str = "", runbooks: Runbooks | None = None,
+                where: Mapping[str, Any] | None = None) -> str:
+    return yaml.safe_dump(document(diag, source=source, runbooks=runbooks, where=where),
+                          sort_keys=False, allow_unicode=True, width=100)
 
 
 def _plain(value: Any) -> Any:

@@ -51,6 +51,7 @@ class ClusterHandle:
     prometheus: MetricsSource | None = None
     store_namespace: str | None = None
     error: str | None = None  # why it could not be opened
+    context: str | None = None  # its kubeconfig context, for commands run there (fits elsewhere)
     clock: Callable[[], float] = time.monotonic
     _reached: tuple[float, str | None] | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)

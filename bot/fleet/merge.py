@@ -14,6 +14,7 @@ from typing import Any
 from handlers.model import Diagnosis, Finding
 
 TARGET = "every cluster"
+ALL_CLUSTERS = ("nodes", "pending")  # the commands merge answers for (--all-clusters)
 
 
 def _finding(cluster: str, f: Finding) -> Finding:

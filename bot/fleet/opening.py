@@ -20,11 +20,13 @@ log = logging.getLogger("gpubot.fleet")
 Opener = Callable[["Settings"], "tuple[ClusterView, Callable[[], bool] | None, Callable[[], None]]"]
 
 
-def open_fleet(settings: Settings, open_cluster: Opener) -> Fleet:
+def open_fleet(settings: Settings, open_cluster: Opener, *, first_must_open: bool = True
+               ) -> Fleet:
     """One handle per configured cluster (``open_cluster``: ``bot.serve.open_cluster``);
     without ``clusters``, today's one cluster named after its context. A cluster that
-    cannot be opened stays in the fleet with the reason, unless it is the first (the
-    store, actions and the sentinel live there): then ViewError."""
+    cannot be opened stays in the fleet with the reason, unless it is the first and
+    ``first_must_open`` (serve: the store, actions and the sentinel live there): then
+    ViewError. The CLI, which keeps nothing there, reports it as any other."""
     if not settings.clusters:
         view, probe, close = open_cluster(settings)
         return Fleet.single(view, name=settings.context or DEFAULT_NAME, probe=probe,
@@ -39,7 +41,7 @@ def open_fleet(settings: Settings, open_cluster: Opener) -> Fleet:
             try:
                 view, probe, close = open_cluster(one)
             except ViewError as err:
-                if i == 0:
+                if i == 0 and first_must_open:
                     raise ViewError(f"cluster {config.name}: {err}") from err
                 log.error("cluster %s cannot be opened: %s", config.name, err)
                 handles.append(ClusterHandle(config.name, None, error=str(err),

@@ -12,6 +12,9 @@ implementation behind ``/gpu`` (``bot/slack/diagnoses.py``) and the CLI (``bot/c
   (``bot/fleet/search.py``), run where it is, the clusters not read said;
 - else the fleet's default cluster.
 
+Then, in a fleet of several, a why-pending answer about a pending GPU pod says on which
+other clusters the asker may read it would schedule now (``bot/fleet/elsewhere.py``).
+
 ``diagnose(handle, view)`` runs the command on one cluster's view; what it runs (a Slack
 command under a deadline, the CLI's parameters) is the caller's.
 """
@@ -22,6 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from bot.fleet import ClusterHandle, ClusterUnavailable, Fleet
+from bot.fleet.elsewhere import Budget, add_fits_elsewhere
 from bot.fleet.merge import merge
 from bot.fleet.search import find_target
 from handlers.model import Diagnosis
@@ -43,10 +47,12 @@ class FleetAnswer:
 def run_on_fleet(fleet: Fleet, command: str, diagnose: Diagnose, *,
                  cluster: str | None = None, all_clusters: bool = False,
                  target: Target | None = None, namespace: str | None = None,
-                 readable: Readable | None = None) -> FleetAnswer:
+                 readable: Readable | None = None, budget: Budget | None = None
+                 ) -> FleetAnswer:
     """``command``'s answer from the cluster(s) chosen as the module says. ``namespace``:
     what a fleet-wide answer reads (None: every namespace), for ``readable`` (None: every
-    cluster is readable). Raises UnknownCluster, ClusterUnavailable, TargetNotFound,
+    cluster is readable); ``budget``: how fits elsewhere reads the other clusters (the
+    asker's deadline). Raises UnknownCluster, ClusterUnavailable, TargetNotFound,
     AmbiguousTarget, or what ``diagnose`` raises."""
     def names(ns: str | None) -> list[str]:
         return list(readable(ns)) if readable is not None else fleet.names
@@ -55,9 +61,14 @@ def run_on_fleet(fleet: Fleet, command: str, diagnose: Diagnose, *,
         diag = fleet_wide(fleet, command, diagnose, names(namespace))
         return FleetAnswer(diag, None, tuple(diag.details.get("clusters", ())))
     if cluster is None and fleet.multi and target is not None:
-        return search(fleet, target, diagnose, names(target.namespace))
-    handle = fleet.get(cluster)
-    return FleetAnswer(run_on(fleet, handle, diagnose), handle.name)
+        answer = search(fleet, target, diagnose, names(target.namespace))
+    else:
+        handle = fleet.get(cluster)
+        answer = FleetAnswer(run_on(fleet, handle, diagnose), handle.name)
+    if target is not None and fleet.multi and answer.cluster is not None:
+        add_fits_elsewhere(fleet, fleet.get(answer.cluster), target, answer.diagnosis,
+                           names(target.namespace), budget or Budget())
+    return answer
 
 
 def run_on(fleet: Fleet, handle: ClusterHandle, diagnose: Diagnose) -> Diagnosis:

@@ -17,6 +17,7 @@ import shlex
 from dataclasses import dataclass, fields, replace
 from typing import Any, NoReturn
 
+from bot.fleet.merge import ALL_CLUSTERS
 from bot.slack.mrkdwn import code, escape
 from handlers.errors import GpubotError
 from handlers.model import Diagnosis
@@ -172,7 +173,6 @@ def parse_args(args: list[str]) -> Command:
         cluster or all_clusters) else cmd
 
 
-ALL_CLUSTERS = ("nodes", "pending")  # commands with a fleet-wide answer
 _CLUSTER_NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
 
 

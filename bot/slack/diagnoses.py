@@ -211,11 +211,14 @@ class Diagnoses:
         fleet is looked for in the clusters ``channel`` may read, and the command run gets
         ``-c`` where it was found (its card's Re-check goes there). Which cluster is
         ``bot/fleet/run.py``'s, shared with the CLI."""
+        from bot.fleet.elsewhere import BUDGET_SECONDS, Budget
         from bot.fleet.run import run_on_fleet
         from handlers.target import Target
 
+        # The target: looked for when no cluster is named; why-pending's for fits elsewhere.
         target = None
-        if cmd.cluster is None and self.fleet.multi and not cmd.all_clusters:
+        if self.fleet.multi and not cmd.all_clusters and (
+                cmd.cluster is None or cmd.name == "why-pending"):
             bound = cmd.route.bind(cmd.given()).target
             target = bound if isinstance(bound, Target) else None
 
@@ -227,10 +230,13 @@ class Diagnoses:
         def diagnose(handle: ClusterHandle, view: ClusterView) -> Diagnosis:
             return self._run(view, handle.prometheus, cmd, deadline, allowed)
 
+        # Fits elsewhere reads the other clusters within the deadline, half what is left.
+        budget = Budget(lambda v: GuardedView(v, deadline),
+                        lambda: min(BUDGET_SECONDS, deadline.remaining() / 2))
         answer = run_on_fleet(self.fleet, cmd.name, diagnose, cluster=cmd.cluster,
                               all_clusters=cmd.all_clusters, target=target,
-                              namespace=cmd.namespace, readable=readable)
-        if target is not None and answer.cluster is not None:
+                              namespace=cmd.namespace, readable=readable, budget=budget)
+        if cmd.cluster is None and target is not None and answer.cluster is not None:
             return replace(cmd, cluster=answer.cluster), answer.diagnosis
         return cmd, answer.diagnosis
 
