@@ -10,6 +10,7 @@ full), lab (A100s free on b-gpu-1 and b-gpu-2), spare (H100s only).
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import urllib.parse
 import urllib.request
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from bot.cli import main
 from bot.serve import add_arguments
 from tests.fake_kube import FakeKube, write_kubeconfig_many
 from tests.fake_slack import FakeSlack, signed_headers
@@ -114,3 +116,14 @@ def test_a_cluster_the_channel_may_not_read_is_not_asked(bot: Bot) -> None:
     part = bot.thread_part("C0NOLAB", "Fits elsewhere")
     assert "*spare*" in part and "lab" not in part
 
+
+def test_the_cli_says_it_too(config: Path) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["why-pending", "ml-team/train-x7k2p", "--config", str(config)],
+                out=out, err=err, environ={})
+    assert code == 0, err.getvalue()
+    text = out.getvalue()
+    part = text[text.index("Fits elsewhere"):]
+    assert "lab: fits on b-gpu-1 (8 free, NVIDIA-A100-SXM4-80GB), b-gpu-2" in part
+    assert f"$ {PIPE}" in part
+    assert "spare: does not fit" in part and "down: not checked" in part

@@ -45,10 +45,12 @@ def open_fleet(settings: Settings, open_cluster: Opener, *, first_must_open: boo
                     raise ViewError(f"cluster {config.name}: {err}") from err
                 log.error("cluster %s cannot be opened: %s", config.name, err)
                 handles.append(ClusterHandle(config.name, None, error=str(err),
-                                             store_namespace=one.store_namespace))
+                                             store_namespace=one.store_namespace,
+                                             context=config.context))
                 continue
             handles.append(ClusterHandle(config.name, view, close=close, probe=probe,
-                                         store_namespace=one.store_namespace))
+                                         store_namespace=one.store_namespace,
+                                         context=config.context))
             log.info("cluster %s: %s", config.name, view.source)
     except BaseException:
         for h in handles:
