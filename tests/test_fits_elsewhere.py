@@ -217,3 +217,41 @@ def test_what_could_not_be_read_there_is_said(tmp_path: Path) -> None:
     fit = elsewhere.check_cluster(s, "lab", no_quotas, "lab-ctx")
     assert fit.verdict == "fits"
     assert any(n.startswith("not checked there: ResourceQuota") for n in fit.notes), fit.notes
+
+
+def _queued_home(tmp: Path) -> elsewhere.Subject:
+    """Job train naming Kueue's LocalQueue gpu-queue."""
+    items = _items("train")
+    for o in items:
+        if o["kind"] == "Job":
+            o["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "gpu-queue"}
+    return _home(path=_write(tmp, "train", items))[2]
+
+
+def _local_queue(name: str) -> Callable[[Items], Items]:
+    return lambda items: [*items, {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+        "metadata": {"name": name, "namespace": "ml-team"}, "spec": {"clusterQueue": "gpus"}}]
+
+
+def test_a_kueue_queue_missing_there_holds_it(tmp_path: Path) -> None:
+    s = _queued_home(tmp_path)
+    fit = elsewhere.check_cluster(s, "lab", _lab(tmp_path, _local_queue("other")), "lab-ctx")
+    assert fit.verdict == "does not fit"
+    assert fit.reasons[0].startswith("LocalQueue gpu-queue (its kueue.x-k8s.io/queue-name) "
+                                     "does not exist in ml-team there")
+    fit = elsewhere.check_cluster(s, "lab", _lab(tmp_path, _local_queue("gpu-queue")),
+                                  "lab-ctx")
+    assert fit.verdict == "fits"
+    assert any("ClusterQueue's quota is not checked" in n for n in fit.notes)
+
+
+def test_a_scheduler_that_does_not_run_there(tmp_path: Path) -> None:
+    items = _items("train")
+    for o in items:
+        if o["kind"] == "Pod" and o["metadata"]["name"] == "train-x7k2p":
+            o["spec"]["schedulerName"] = "volcano"
+    _, _, s = _home(path=_write(tmp_path, "train", items))
+    fit = elsewhere.check_cluster(s, "lab", _reader(DATA / "lab.yaml"), "lab-ctx")
+    assert fit.verdict == "does not fit"
+    assert fit.reasons[0].startswith("The pod waits for scheduler 'volcano', which is not running")

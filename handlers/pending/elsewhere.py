@@ -8,7 +8,9 @@ scheduler would take it, first refusal wins:
   RuntimeClass and the PersistentVolumeClaims it mounts (else the API server refuses it,
   or the scheduler never binds it);
 - that namespace's LimitRange and ResourceQuota there admit it
-  (``handlers.pending.quota``'s checks, as for a pod not created yet);
+  (``handlers.pending.quota``'s checks, as for a pod not created yet), the Kueue
+  LocalQueue its workload names exists there, and so does the scheduler it names
+  (``handlers.pending.queueing``);
 - the scheduler's filters pass on a node there (``handlers.pending.placement``, the same
   filters as at home): so a pod pinned to a GPU model (``nvidia.com/gpu.product``, the
   family, an accelerator label) fits only where that model exists, and that is said.
@@ -34,9 +36,11 @@ from handlers import batchjobs
 from handlers.gpu import gpu_product, name_of
 from handlers.kube.commands import line
 from handlers.kube.quantity import fmt_quantity
+from handlers.kueue import QUEUE_LABEL, queue_name
 from handlers.model import Diagnosis
 from handlers.pending.context import PendingContext, main_gpu_request
 from handlers.pending.placement import TARGETING_LABELS, run_placement
+from handlers.pending.queueing import check_scheduler
 from handlers.pending.quota import check_limitrange_violation, check_quota_exceeded
 from handlers.scheduler.filters import NodeFit
 from handlers.target import Target
@@ -192,7 +196,9 @@ def check_cluster(s: Subject, cluster: str, reader: Reader,
         return ClusterFit(cluster, "does not fit", reasons=(
             f"namespace {ns} is Terminating there: no pod can be created in it",))
     ctx = PendingContext(reader, s.pod, False, ns)
-    reasons = [*_missing(s.pod, reader, ns), *_admission(ctx)]
+    queue, queue_note = _queue(s, reader)
+    reasons = [*_missing(s.pod, reader, ns), *_admission(ctx), *queue,
+               *(f.summary for f in check_scheduler(ctx))]
     if reasons:
         return ClusterFit(cluster, "does not fit", reasons=tuple(reasons))
     fitting, why_not = _placed(ctx, s)
@@ -202,6 +208,7 @@ def check_cluster(s: Subject, cluster: str, reader: Reader,
                              gpu_product(ctx.nodes_by_name[f.node])) for f in fitting),
                    key=lambda r: (-r.gpu_free, r.node))
     command, notes = _run_there(s, cluster, reader, context)
+    notes += queue_note
     # What could not be read there (a kind gpubot may not list): its check was left out.
     notes += tuple(f"not checked there: {u}" for u in reader.unchecked[:3])
     return ClusterFit(cluster, "fits", tuple(rooms[:MAX_NODES]),
@@ -233,6 +240,23 @@ def _missing(pod: Obj, reader: Reader, ns: str) -> Iterable[str]:
                 and reader.readable("PersistentVolumeClaim"):
             yield (f"PersistentVolumeClaim {claim} does not exist in {ns} there: the pod "
                    "would wait for it")
+
+
+def _queue(s: Subject, reader: Reader) -> tuple[list[str], tuple[str, ...]]:
+    """(why not, notes) for a workload that names a Kueue LocalQueue: one that does not
+    exist there holds it; one that does admits it by its ClusterQueue's quota, which is
+    not checked here."""
+    name = queue_name(s.workload) or queue_name(s.pod)
+    if not name:
+        return [], ()
+    if reader.get("LocalQueue", name, s.namespace) is not None:
+        return [], (f"Kueue admits it there through LocalQueue {name}: its ClusterQueue's "
+                    "quota is not checked",)
+    if reader.readable("LocalQueue"):
+        return [f"LocalQueue {name} (its {QUEUE_LABEL}) does not exist in {s.namespace} "
+                "there: Kueue would hold it"], ()
+    return [], (f"LocalQueues could not be read there: if Kueue runs there, LocalQueue "
+                f"{name} must exist in {s.namespace}",)
 
 
 def _admission(ctx: PendingContext) -> list[str]:
