@@ -127,3 +127,53 @@ def test_the_cli_says_it_too(config: Path) -> None:
     assert "lab: fits on b-gpu-1 (8 free, NVIDIA-A100-SXM4-80GB), b-gpu-2" in part
     assert f"$ {PIPE}" in part
     assert "spare: does not fit" in part and "down: not checked" in part
+
+
+def _snapshot_fleet() -> tuple[Any, Any]:
+    """Fleet train, lab, spare over the snapshot files; the why-pending answer from train."""
+    from bot.fleet import ClusterHandle, Fleet
+    from bot.snapshot import load_snapshot
+    from handlers import why_pending
+    from handlers.target import parse_target
+    from handlers.view import Reader
+
+    fleet = Fleet([ClusterHandle(n, load_snapshot(DATA / f"{n}.yaml"), context=f"{n}-ctx")
+                   for n in ("train", "lab", "spare")])
+    home = fleet.get("train").view
+    return fleet, why_pending.run(Reader(home), parse_target("ml-team/train-x7k2p", None))
+
+
+class Ticks:
+    """A clock that moves one second each time it is read."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@pytest.mark.parametrize("seconds", [0.0, 6.0], ids=["none-left", "runs-out-mid-cluster"])
+def test_clusters_not_reached_in_time_are_said(seconds: float) -> None:
+    from bot.fleet.elsewhere import Budget, add_fits_elsewhere
+    from handlers.target import parse_target
+
+    fleet, diag = _snapshot_fleet()
+    add_fits_elsewhere(fleet, fleet.get("train"), parse_target("ml-team/train-x7k2p", None),
+                       diag, fleet.names, Budget(seconds=lambda: seconds, clock=Ticks()))
+    clusters = diag.details["fits_elsewhere"]["clusters"]
+    assert [(c["cluster"], c["verdict"]) for c in clusters] == [
+        ("lab", "not checked"), ("spare", "not checked")]
+    assert all(c["reasons"][0].startswith("out of time") for c in clusters)
+    assert diag.findings  # the home answer stands
+
+
+def test_only_the_clusters_named_are_asked() -> None:
+    from bot.fleet.elsewhere import Budget, add_fits_elsewhere
+    from handlers.target import parse_target
+
+    fleet, diag = _snapshot_fleet()
+    add_fits_elsewhere(fleet, fleet.get("train"), parse_target("ml-team/train-x7k2p", None),
+                       diag, ["train", "spare"], Budget())
+    assert [c["cluster"] for c in diag.details["fits_elsewhere"]["clusters"]] == ["spare"]
