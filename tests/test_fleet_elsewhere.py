@@ -100,6 +100,8 @@ def test_slack_names_the_cluster_where_it_fits_and_why_not_the_others(bot: Bot) 
     bot.command("why-pending ml-team/train-x7k2p", "C0ALL")
     card = bot.card("C0ALL")
     assert "cluster train" in _text(card)
+    assert "Fits now on cluster lab: its nodes and the command to run it there are in the " \
+        "thread" in _text(card)
     part = bot.thread_part("C0ALL", "Fits elsewhere")
     assert "*lab* · fits on b-gpu-1 (8 free, NVIDIA-A100-SXM4-80GB), b-gpu-2 (4 free" in part
     assert "b-gpu-3" not in part  # free, but an H100
@@ -115,6 +117,7 @@ def test_a_cluster_the_channel_may_not_read_is_not_asked(bot: Bot) -> None:
     bot.command("why-pending ml-team/train-x7k2p", "C0NOLAB")
     part = bot.thread_part("C0NOLAB", "Fits elsewhere")
     assert "*spare*" in part and "lab" not in part
+    assert "Fits now on cluster" not in _text(bot.card("C0NOLAB"))
 
 
 def test_the_cli_says_it_too(config: Path) -> None:
