@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from bot.fleet.config import ClusterConfig
     from handlers.view import ClusterView
 
 DEADLINE = 2.0  # seconds for a whole completion, cluster included
@@ -192,8 +193,10 @@ def contexts(kubeconfig: str | None, environ: Mapping[str, str]) -> list[str]:
     return names
 
 
-def _clusters(line: Line, environ: Mapping[str, str]) -> list[Any]:
-    """The configured clusters (``clusters`` of the config file, or ``$GPUBOT_CLUSTERS``)."""
+def _clusters(line: Line, environ: Mapping[str, str]) -> list[ClusterConfig]:
+    """The configured clusters: ``$GPUBOT_CLUSTERS``, else the ``clusters`` of the config
+    file (``--config`` on the line, else ``$GPUBOT_CONFIG``), as ``bot/clifleet.py`` reads
+    them."""
     from bot.fleet.config import parse_clusters
 
     text = environ.get("GPUBOT_CLUSTERS")
@@ -211,8 +214,10 @@ def _clusters(line: Line, environ: Mapping[str, str]) -> list[Any]:
 
 def _open_view(line: Line, environ: Mapping[str, str], timeout: float) -> ClusterView:
     source = {k: line.given.get(k) for k in ("snapshot", "kubeconfig", "context")}
-    if line.given.get("cluster"):
-        chosen = [c for c in _clusters(line, environ) if c.name == line.given["cluster"]]
+    if line.given.get("cluster") or not any(source.values()):
+        # The cluster --cluster names; none named, the first configured (the CLI's default).
+        clusters = _clusters(line, environ)
+        chosen = [c for c in clusters if c.name == line.given.get("cluster")] or clusters[:1]
         if chosen:
             source = chosen[0].source_settings()
     snapshot = source.get("snapshot")

@@ -209,3 +209,26 @@ def test_flags_and_subcommands_never_ask_the_cluster() -> None:
     env = {"HOME": "/nonexistent"}
     for line in ("gpubot ", "gpubot why", "gpubot doctor --", "gpubot -o "):
         assert complete(build_parser(), line, BASH_WORDBREAKS, env) == []
+
+
+# -- clusters (issue 26) -----------------------------------------------------------------------
+
+
+def test_clusters_come_from_the_config_and_name_where_values_are_read(tmp_path: Path) -> None:
+    frag = ROOT / "examples" / "gpu-fragmentation"
+    config = tmp_path / "gpubot.yaml"
+    config.write_text(yaml.safe_dump({"clusters": [{"name": "prod", "snapshot": str(CRASH)},
+                                                   {"name": "lab", "snapshot": str(frag)}]}))
+    assert bash_complete(f"gpubot --config {config} --cluster ") == ["lab", "prod"]
+    assert bash_complete(f"gpubot nodes --config {config} -c p") == ["prod"]
+    env = _env(GPUBOT_CONFIG=str(config))
+    assert bash_complete("gpubot pending --cluster=l", env) == ["lab"]
+    # Nodes of the cluster named; none named, the first one's (the CLI's default).
+    assert bash_complete("gpubot doctor --cluster prod ip-10-18-9", env) == NODES[2:]
+    assert bash_complete("gpubot doctor ip-10-18-9", env) == NODES[2:]
+    lab_nodes = bash_complete("gpubot -c lab doctor ", env)
+    assert lab_nodes and not set(lab_nodes) & set(NODES)
+    # $GPUBOT_CLUSTERS wins over the file, as for the CLI and serve.
+    env = _env(GPUBOT_CONFIG=str(config),
+               GPUBOT_CLUSTERS=yaml.safe_dump([{"name": "only", "snapshot": str(frag)}]))
+    assert bash_complete("gpubot --cluster ", env) == ["only"]
