@@ -41,6 +41,7 @@ EXAMPLES = """examples:
   gpubot nodes -o wide --snapshot ./dump.yaml.gz
   gpubot -n ml-team pending -l app=train --context prod --timeout 30s
   gpubot quota -A --fail-on warning -o yaml
+  gpubot why-pending ml-team/train-0 --config gpubot.yaml     every cluster it lists; -c NAME: one
   kubectl get pods,nodes -A -o yaml | gpubot pending --snapshot -
   source <(gpubot completion bash)
 

@@ -147,6 +147,10 @@ def test_a_command_without_a_target_needs_a_cluster(fleet: Clusters) -> None:
     assert "3 clusters (train, lab, down)" in err and "--cluster NAME or --all-clusters" in err
     code, _, err = fleet.run("quota", "--all-clusters")
     assert code == EXIT_USAGE and "--all-clusters is for nodes and pending" in err
+    code, _, err = fleet.run("nodes", "--all-clusters", "-c", "lab")
+    assert code == EXIT_USAGE and "not both" in err
+    code, _, err = fleet.run("digest", "--cluster", "lab")
+    assert code == EXIT_USAGE and "digest reads one cluster" in err
 
 
 def test_clusters_from_the_environment(fleet: Clusters) -> None:
@@ -169,3 +173,15 @@ def test_cluster_flags_without_clusters_or_with_one_cluster_named(
     bad.write_text(yaml.safe_dump({"clusters": [{"name": "Prod!"}]}))
     code, _, err = fleet.run("nodes", "--config", str(bad), env={})
     assert code == EXIT_USAGE and "clusters[0]" in err
+
+
+def test_config_and_cluster_flags_go_anywhere_on_the_line() -> None:
+    from bot.cli import build_parser
+
+    for argv in (["--config", "a.yaml", "-c", "lab", "pending"],
+                 ["pending", "--config", "a.yaml", "--cluster=lab"]):
+        args = build_parser().parse_args(argv)
+        assert (args.config, args.cluster, args.all_clusters) == ("a.yaml", "lab", False)
+    # serve's own --config: given before `serve`, it stays.
+    assert build_parser().parse_args(["--config", "a.yaml", "serve"]).config == "a.yaml"
+    assert build_parser().parse_args(["serve", "--config", "b.yaml"]).config == "b.yaml"

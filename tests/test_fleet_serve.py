@@ -205,8 +205,9 @@ def test_nodes_without_a_cluster_shows_each_cluster_and_the_total(fleet: Fleet) 
         "chat.postMessage", timeout=30, where=lambda c: c.params.get("thread_ts")
         and "Per GPU model" in _text(c)))
     assert "train (all)" in thread and "lab (all)" in thread
-    assert "cluster down is unreachable" in json.dumps(
-        [c.blocks for c in fleet.slack.calls("chat.postMessage")])
+    # Said in the thread's last part, which may be posted after the tables: waited for.
+    assert fleet.slack.wait_for("chat.postMessage", timeout=30, where=lambda c: c.params.get(
+        "thread_ts") and "cluster down is unreachable" in _text(c))
     # No action on a fleet-wide card: a node's name is only unique in its cluster.
     assert not any(e.get("action_id", "").startswith("gpubot_action_")
                    for b in card.blocks if b.get("type") == "actions" for e in b["elements"])
