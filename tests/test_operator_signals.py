@@ -10,6 +10,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -112,24 +113,42 @@ def test_json_log_lines_are_one_object_each() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", doc["time"])
 
 
+def _lines_until(proc: subprocess.Popen[str], needle: str, timeout: float) -> list[str]:
+    """stderr's lines up to the first containing ``needle``; a reader thread, so that a
+    bot that never says it fails the test instead of hanging it."""
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def read() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if needle in line:
+                seen.set()
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert seen.wait(timeout), f"no {needle!r} within {timeout} s: {lines}"
+    return lines
+
+
 @pytest.mark.parametrize("log_format", ["json", "text"])
 def test_serve_starts_quietly_and_logs_json_when_asked(log_format: str) -> None:
     secret = "signing-secret-4c1d9e"
     with FakeSlack() as slack:
+        # A channel map: without one, startup warns that every channel may read every
+        # namespace (tests/test_operator_logs.py); here only INFO is expected.
         env = dict(os.environ, SLACK_API_URL=slack.api_url, SLACK_BOT_TOKEN="xoxb-test-1",
                    SLACK_SIGNING_SECRET=secret, GPUBOT_PORT="0", GPUBOT_LOG_FORMAT=log_format,
+                   GPUBOT_CHANNEL_NAMESPACES="#gpu-ops=*",
                    PYTHONWARNINGS="default")  # show DeprecationWarnings that libraries raise
         proc = subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "serve", "--snapshot", str(CRASH), "--mode",
              "http"], cwd=ROOT, env=env, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
             text=True)
-        lines: list[str] = []
         try:
-            assert proc.stderr is not None
-            for line in proc.stderr:
-                lines.append(line.rstrip("\n"))
-                if "gpubot serving" in line:
-                    break
+            lines = _lines_until(proc, " serving ", 60)
             proc.send_signal(signal.SIGTERM)
             lines += proc.communicate(timeout=30)[1].splitlines()
         finally:
@@ -137,10 +156,12 @@ def test_serve_starts_quietly_and_logs_json_when_asked(log_format: str) -> None:
                 proc.kill()
                 proc.wait()
     assert proc.returncode == 0, lines
-    assert any("gpubot serving" in line for line in lines)
     if log_format == "json":
         docs = [json.loads(line) for line in lines]  # every line is one JSON object
         assert {d["level"] for d in docs} == {"INFO"}, docs
+        (start,) = [d for d in docs if d.get("event") == "startup"]
+        assert start["version"] == version() and start["mode"] == "http"
     else:
         assert all(" INFO " in line for line in lines), lines
+        assert any(f"gpubot {version()} serving " in line for line in lines), lines
     assert not any("Warning" in line or "WARNING" in line for line in lines), lines
