@@ -77,8 +77,15 @@ def _bash(parser: argparse.ArgumentParser) -> str:
     for c in [top, *commands]:
         for opt, choices in c.choices.items():
             values[opt] = " ".join(choices)
-    value_cases = [f"    {opt}) COMPREPLY=($(compgen -W {shlex.quote(v)} -- \"$cur\")); return ;;"
-                   for opt, v in sorted(values.items())]
+    value_cases = []
+    for opt, v in sorted(values.items()):
+        choose = f"COMPREPLY=($(compgen -W {shlex.quote(v)} -- \"$cur\"))"
+        # A command whose option of that name takes no choice (snapshot's -o DIR|FILE).
+        other = [c.name for c in commands if opt in c.options and opt not in c.choices]
+        if other:
+            choose = (f'case " {" ".join(other)} " in *" $cmd "*) COMPREPLY=($(compgen -f -- '
+                      f'"$cur")) ;; *) {choose} ;; esac')
+        value_cases.append(f"    {opt}) {choose}; return ;;")
     paths = "|".join(sorted(_PATH_OPTIONS))
     dynamic = dynamic_options(parser)
     dynamic_alts = "|".join(dynamic) or "--no-such-option"

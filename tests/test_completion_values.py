@@ -88,6 +88,12 @@ def test_nodes_pods_and_namespaces_come_from_the_snapshot_on_the_line() -> None:
     assert bash_complete(f"gpubot quota {snap} g") == ["gpu-operator"]
 
 
+def test_snapshots_o_is_a_path_not_an_output_format() -> None:
+    assert bash_complete(f"gpubot snapshot -o {ROOT}/exam") == [f"{ROOT}/examples"]
+    assert bash_complete(f"gpubot snapshot --output {ROOT}/exam") == [f"{ROOT}/examples"]
+    assert bash_complete("gpubot nodes -o ") == ["text", "wide", "json", "yaml"]
+
+
 def test_a_given_argument_leaves_flags_to_complete() -> None:
     replies = bash_complete(f"gpubot doctor --snapshot {CRASH} {NODES[0]} ")
     assert "--output" in replies and NODES[1] not in replies
