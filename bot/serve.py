@@ -188,7 +188,7 @@ def _sentinel(bot: SlackBot, settings: Settings) -> Running | None:
         log.exception("sentinel off: it could not start")
         return None
     if running is not None:
-        bot.sentinel = running.sentinel
+        bot.sentinels = running.sentinels  # one per cluster watched
     return running
 
 

@@ -18,11 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from slack_sdk.errors import SlackApiError
 
-from bot.digest.build import build
+from bot.digest.build import build, fleet_rows
 from bot.digest.schedule import DailyDigest
 from bot.sentinel.incidents import IncidentBook
 from bot.slack.blocks import Renderer
 from bot.slack.poster import Poster
+from bot.store import Store
+from handlers.errors import GpubotError
+from handlers.view import ViewError
 
 if TYPE_CHECKING:
     from bot.sentinel.service import Sentinel
@@ -83,6 +86,34 @@ def _attach_report(poster: Poster, channel: str, ts: str, diag: Diagnosis,
                                           "Slack's limits).")
 
 
+def post_fleet(bot: SlackBot, store: Store, channel: str, namespaces: frozenset[str] | None,
+               command_prefix: str) -> dict[str, Any]:
+    """Several clusters: each cluster's digest (its view, Prometheus and incidents), then
+    the fleet's figures per cluster and in total; a cluster that does not answer is said
+    there, the others are posted. What was posted: the first card's channel and ts."""
+    parts: list[tuple[str, Diagnosis]] = []
+    not_read: list[str] = []
+    first: dict[str, Any] | None = None
+    for i, handle in enumerate(bot.fleet):
+        metrics = handle.prometheus if handle.prometheus is not None or i else bot.prometheus
+        book = IncidentBook(store, cluster=handle.name, legacy=i == 0)
+        try:
+            diag = build(handle.readable(), book, metrics=metrics, namespaces=namespaces)
+        except (GpubotError, ViewError) as err:  # unreachable: the others are posted
+            log.warning("digest: cluster %s not read: %s", handle.name, err)
+            not_read.append(f"{handle.name}: {err}")
+            continue
+        posted = post(bot.poster, bot.renderer, channel, diag,
+                      source=bot.fleet.label(handle), command_prefix=command_prefix)
+        first = first or posted
+        parts.append((handle.name, diag))
+    rows = fleet_rows(parts)
+    msg = bot.renderer.render_template("slack/digest_fleet.j2", rows=rows,
+                                       not_read=not_read)[0]
+    ts = bot.poster.post(channel, msg, unfurl=False)
+    return first or {"channel": channel, "ts": ts}
+
+
 @dataclass
 class DigestRunning:
     thread: threading.Thread
@@ -107,13 +138,16 @@ def start_digest(bot: SlackBot, settings: Settings, sentinel: Sentinel | None
     if sentinel is None:
         log.warning("digest off: it reads the sentinel's incidents, and the sentinel is off")
         return None
-    book = IncidentBook(sentinel.book.store)
+    store = sentinel.book.store
     namespaces = bot.policy.allowed(channel, "")
 
     def post_now() -> Mapping[str, Any]:
-        diag = build(bot.view, book, metrics=bot.prometheus, namespaces=namespaces)
-        return post(bot.poster, bot.renderer, channel, diag, source=bot.view.source,
-                    command_prefix=settings.command)
+        if not bot.fleet.named:
+            diag = build(bot.view, IncidentBook(store), metrics=bot.prometheus,
+                         namespaces=namespaces)
+            return post(bot.poster, bot.renderer, channel, diag, source=bot.view.source,
+                        command_prefix=settings.command)
+        return post_fleet(bot, store, channel, namespaces, settings.command)
 
     daily = DailyDigest(settings.digest_time, sentinel.book.store, post_now,
                         leader=sentinel.leader)

@@ -402,6 +402,15 @@ class WatchCache:
         warming wait for this, not for every kind to sync."""
         return all(s.synced or s.forbidden for s in self._stores.values())
 
+    def failing(self) -> str | None:
+        """Why the API server cannot be read now: the error of a kind whose list or watch
+        has failed since it last listed (a kind RBAC refuses aside), or None."""
+        for s in self._stores.values():
+            with s.lock:
+                if s.said is not None and not s.forbidden:
+                    return s.said
+        return None
+
     def wait_synced(self, timeout: float | None = None) -> bool:
         """True once every kind has been listed or refused (``settled``); False if
         ``timeout`` passed first."""

@@ -1,5 +1,12 @@
-"""Incidents: one record per (detector, group) in the store, so a restart or a second
+"""Incidents: one record per (cluster, detector, group) in the store, so a restart or a second
 replica neither duplicates nor forgets them.
+
+Several clusters (``gpubot serve`` with ``clusters``) share the one store: each cluster's
+sentinel keeps its own book (``IncidentBook(store, cluster="prod")``), whose records carry
+the cluster and whose keys include it, so two clusters' incidents about a node of the same
+name are two incidents. One cluster (no ``clusters`` setting) has the cluster ``""``: the
+keys and records of before. The fleet's first cluster also takes over those records, so a
+bot that moves to a ``clusters`` config carries on its open incidents.
 
 ``IncidentBook.sync(due, now)`` (the leader only) makes the store agree with what has lasted
 long enough: a new group opens an incident, a group whose members or GPUs changed updates it,
@@ -31,8 +38,10 @@ MAX_MEMBERS = 200  # kept per incident; `members_total` counts them all
 MAX_OPEN = 1000  # records read per sync
 
 
-def incident_key(detector: str, group: str) -> str:
-    return hashlib.sha256(f"{detector}\0{group}".encode()).hexdigest()[:40]
+def incident_key(detector: str, group: str, cluster: str = "") -> str:
+    """The record's key; no cluster: the key of before clusters existed."""
+    text = f"{detector}\0{group}" if not cluster else f"{cluster}\0{detector}\0{group}"
+    return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
 @dataclass
@@ -57,6 +66,7 @@ class Incident:
     reopened: int = 0
     rev: int = 1  # bumped on every change the card shows
     posted: dict[str, Any] = field(default_factory=dict)  # the publisher's: rev, channel, ts
+    cluster: str = ""  # the fleet's cluster it is about; "": the one cluster
     version: str = ""  # the store record's
 
     def gpu_hours(self, now: float) -> float:
@@ -110,14 +120,26 @@ def _members(seen: Sequence[Seen]) -> dict[str, dict[str, Any]]:
 
 
 class IncidentBook:
-    def __init__(self, store: Store, quiet_for: float = 900.0) -> None:
+    """One cluster's incidents (``cluster``: its name in the fleet, ``""``: the one cluster);
+    ``legacy``: also the records of no cluster (the fleet's first cluster takes them over)."""
+
+    def __init__(self, store: Store, quiet_for: float = 900.0, *, cluster: str = "",
+                 legacy: bool = False) -> None:
         self.store = store
         self.quiet_for = quiet_for
+        self.cluster = cluster
+        self.legacy = legacy
+
+    def owns(self, inc: Incident) -> bool:
+        """Whether ``inc`` is this book's cluster's."""
+        return inc.cluster == self.cluster or (self.legacy and not inc.cluster)
 
     # -- reading ----------------------------------------------------------------------------
 
     def all(self) -> list[Incident]:
-        return [Incident.from_record(r) for r in self.store.list(COLLECTION, limit=MAX_OPEN)]
+        return [i for i in (Incident.from_record(r)
+                            for r in self.store.list(COLLECTION, limit=MAX_OPEN))
+                if self.owns(i)]
 
     def open(self) -> list[Incident]:
         return [i for i in self.all() if i.state == "open"]
@@ -126,7 +148,7 @@ class IncidentBook:
         return frozenset((i.detector, i.group) for i in self.open())
 
     def history(self, limit: int = 500) -> list[Incident]:
-        """Incidents archived from the live collection, newest first."""
+        """Every cluster's incidents archived from the live collection, newest first."""
         return [Incident.from_record(r) for r in self.store.list(LOG, limit=limit)]
 
     def unposted(self) -> list[Incident]:
@@ -164,9 +186,9 @@ class IncidentBook:
         members = _members(seen)
         gpus = sum(s.obs.gpus for s in seen)
         title = REGISTRY[det].title if det in REGISTRY else det
-        inc = Incident(incident_key(det, group), det, group, title, "open", now,
+        inc = Incident(incident_key(det, group, self.cluster), det, group, title, "open", now,
                        min(s.start() for s in seen), now, members, len(seen), gpus, gpus,
-                       0.0, now)
+                       0.0, now, cluster=self.cluster)
         if not self.store.create(COLLECTION, inc.key, inc.to_data()):
             return None  # another replica opened it first: next sync updates it
         return self._reread(inc.key)
@@ -186,6 +208,7 @@ class IncidentBook:
             inc.state, inc.resolved = "open", None
             inc.reopened += 1
         inc.members, inc.members_total, inc.gpus = members, len(seen), gpus
+        inc.cluster = self.cluster  # a record of no cluster, taken over, is this cluster's
         inc.peak = max(inc.peak, gpus)
         inc.since = min([inc.since, *(s.start() for s in seen)])
         inc.updated, inc.rev = now, inc.rev + 1

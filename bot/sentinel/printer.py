@@ -82,7 +82,8 @@ class TerminalPublisher:
 
     def _text(self, inc: Incident, event: str, now: float) -> str:
         head = (f"{iso(now)}  {paint(f'{event.upper():<9}', event, self.color)} "
-                f"{inc.title} · {inc.group}")
+                f"{inc.title} · {inc.group}"
+                + (f" · cluster {inc.cluster}" if inc.cluster else ""))
         if event == "resolved":
             return (f"{head}: back after {age_text(inc.duration(now))}, "
                     f"{inc.gpu_hours(now):.2f} {hours_word(inc.detector)} "
@@ -113,6 +114,7 @@ class TerminalPublisher:
             "summaries": [str(m["summary"]) for m in members[:20]],
             "diagnose": [_command(pair) for pair in inc.diagnose()],
             "pools": inc.pools, "namespaces": inc.namespaces, "key": inc.key,
+            **({"cluster": inc.cluster} if inc.cluster else {}),
         }, sort_keys=False)
 
 

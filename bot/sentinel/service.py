@@ -68,13 +68,17 @@ class Sentinel:
                  ready: Callable[[], bool] = lambda: True, interval: float = 15.0,
                  min_gap: float = 1.0, clock: Callable[[], float] = time.time,
                  on_tick: Callable[[TickResult, float], None] | None = None,
-                 poll_every: float = 60.0) -> None:
+                 poll_every: float = 60.0,
+                 unreadable: Callable[[], str | None] = lambda: None) -> None:
         self.watcher = watcher
         self.book = book
         self.publisher = publisher
         self.thresholds = dict(thresholds)
         self.leader = leader or Always()
         self.ready = ready
+        # Why its cluster cannot be read now (the watch cache's failing list or watch), or
+        # None: what /gpu sentinel says of a cluster that is down.
+        self.unreadable = unreadable
         self.interval = interval
         self.min_gap = min_gap
         self.clock = clock

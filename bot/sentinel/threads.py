@@ -13,6 +13,9 @@ ahead of ``incident.posted["rev"]``) and returns what it posted, kept as ``poste
   when its codes did (``bot.slack.threads.diagnose_in_thread``);
 - resolved: the card says so, with how long it lasted and the GPU-hours it cost.
 
+Several clusters: an incident's card names its cluster, its diagnosis reads that cluster
+(``-c NAME``), and a route may match it (``cluster=prod=C0PROD``).
+
 A re-opened incident is the same record, so the same card and thread. The diagnosis is the
 same handlers as ``/gpu doctor NODE`` and ``/gpu why-pending POD`` under the channel's
 namespace map, rendered as their answer (with the finding's action buttons); the card
@@ -26,7 +29,7 @@ import json
 import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -41,7 +44,8 @@ from handlers.timefmt import span_text
 
 log = logging.getLogger("gpubot.sentinel")
 
-ROUTE_KEYS = ("namespace", "pool", "node", "detector")  # what a sentinel route may match
+# What a sentinel route may match; ``cluster``: the fleet's cluster the incident is about.
+ROUTE_KEYS = ("namespace", "pool", "node", "detector", "cluster")
 CLAIM_TIMEOUT = 120.0  # seconds before another replica's unfinished card is taken over
 MAX_SHOWN = 10  # members listed on the card
 MAX_NAMED = 10  # members named in a thread note
@@ -121,7 +125,8 @@ class IncidentThreads:
     def route(self, inc: Incident) -> str | None:
         values = {"namespace": inc.namespaces, "pool": inc.pools, "detector": [inc.detector],
                   "node": sorted({str(m["node"]) for m in inc.members.values()
-                                  if m.get("node")})}
+                                  if m.get("node")}),
+                  "cluster": [inc.cluster] if inc.cluster else []}
         return channel_for_any(values, self.routes, self.channel)
 
     # -- Publisher ----------------------------------------------------------------------------
@@ -201,6 +206,7 @@ class IncidentThreads:
         lines = [str(m["summary"]) for m in seen[:MAX_SHOWN]]
         return self.renderer.render_template(
             "slack/incident.j2", state=inc.state, title=inc.title, group=inc.group,
+            cluster=inc.cluster,
             severity=words.severity,
             headline=words.headline(inc, inc.peak if resolved else inc.gpus),
             gpus=f"{inc.gpus:g}", peak=f"{inc.peak:g}", gpu_hours=_hours(inc.gpu_hours(now)),
@@ -256,7 +262,9 @@ class IncidentThreads:
         for command, target in pairs:
             try:
                 # No target: a command of the whole cluster (`nodes` for idle GPUs).
-                commands.append(parse_args([command, target] if target else [command]))
+                cmd = parse_args([command, target] if target else [command])
+                # Several clusters: the incident's own cluster is read, and its card says so.
+                commands.append(replace(cmd, cluster=inc.cluster) if inc.cluster else cmd)
             except CommandError as err:  # a target /gpu cannot name: said in the log only
                 log.warning("incident %s: cannot diagnose %s %s: %s", inc.key[:8], command,
                             target, err)

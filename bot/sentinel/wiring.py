@@ -1,4 +1,6 @@
-"""Wiring: the sentinel of a running SlackBot (``gpubot serve``).
+"""Wiring: the sentinel of a running SlackBot (``gpubot serve``): one per cluster of the
+fleet read live through its watch cache, each on its own thread, its cluster's view and
+Prometheus; a cluster that is down holds up only its own.
 
 On when ``sentinel`` is on (the default), the bot reads a live cluster through its watch
 cache, and incident cards have a channel (``GPUBOT_SENTINEL_CHANNEL``, else
@@ -30,6 +32,7 @@ from handlers.sentinel.detectors import REGISTRY
 if TYPE_CHECKING:
     from bot.live.cache import WatchCache
     from bot.slack.app import SlackBot
+    from handlers.runtime.source import MetricsSource
     from handlers.view import ClusterView
 
 log = logging.getLogger("gpubot.sentinel")
@@ -37,18 +40,26 @@ log = logging.getLogger("gpubot.sentinel")
 
 @dataclass
 class Running:
-    """The sentinel's thread and what it owns, to stop them on shutdown."""
+    """The sentinels' threads (one per watched cluster) and what they own, to stop them on
+    shutdown."""
 
-    sentinel: Sentinel
-    thread: threading.Thread
+    sentinels: dict[str, Sentinel]  # cluster name ("" for the one cluster) -> its sentinel
+    threads: list[threading.Thread]
     stopping: threading.Event
     lease: KubeLease | None
     store: Store | None  # closed on stop when the sentinel opened it
 
+    @property
+    def sentinel(self) -> Sentinel:
+        """The first cluster's (the only one's, without ``clusters``)."""
+        return next(iter(self.sentinels.values()))
+
     def stop(self, timeout: float = 10.0) -> None:
         self.stopping.set()
-        self.sentinel.wake()
-        self.thread.join(timeout)
+        for s in self.sentinels.values():
+            s.wake()
+        for t in self.threads:
+            t.join(timeout)
         if self.lease is not None:
             self.lease.stop()
         if self.store is not None:
@@ -98,27 +109,57 @@ def thresholds(settings: Settings) -> dict[str, float]:
             for d in REGISTRY.values()}
 
 
+@dataclass(frozen=True)
+class Watched:
+    """A cluster the sentinel watches: its name ("" for the one cluster), its live view and
+    watch cache, and its Prometheus."""
+
+    name: str
+    view: ClusterView
+    cache: WatchCache
+    metrics: MetricsSource | None
+
+
+def watched_clusters(bot: SlackBot) -> list[Watched]:
+    """Each cluster read live through its watch cache; the others are said in the log (a
+    snapshot, no watch cache, or a cluster that could not be opened)."""
+    out: list[Watched] = []
+    for i, handle in enumerate(bot.fleet):
+        name = handle.name if bot.fleet.named else ""
+        found = live_cache(handle.view) if handle.view is not None else None
+        if found is None:
+            if bot.fleet.named:
+                why = handle.error or "it needs a live cluster read through the watch cache"
+                log.warning("sentinel: cluster %s not watched: %s", handle.name, why)
+            continue
+        # The first cluster's Prometheus is the bot's (a single cluster has only that one).
+        metrics = handle.prometheus if handle.prometheus is not None or i else bot.prometheus
+        out.append(Watched(name, found[0], found[1], metrics))
+    return out
+
+
 def open_sentinel(bot: SlackBot, settings: Settings, *, pace: float = 1.0,
                   note_gap: float = 120.0) -> Running | None:
-    """The running sentinel, or None when it is off or cannot run (said in the log).
-    Raises ConfigError for routes that do not parse."""
+    """The running sentinels, one per cluster watched live, or None when it is off or
+    cannot run (said in the log). They share the store, the Lease (one replica posts for
+    every cluster), Slack's pace and the channel; a cluster's incidents are its own (keyed
+    by its name) and its cards name it. Raises ConfigError for routes that do not parse."""
     if not settings.sentinel:
         return None
     routes = sentinel_routes(settings)
     channel = settings.sentinel_channel or settings.alert_channel
-    found = live_cache(bot.view)
-    if found is None:
+    watched = watched_clusters(bot)
+    if not watched:
         log.info("sentinel off: it needs a live cluster read through the watch cache")
         return None
     if channel is None and not routes:
         log.info("sentinel off: no channel for incident cards (GPUBOT_SENTINEL_CHANNEL, "
                  "GPUBOT_ALERT_CHANNEL or GPUBOT_SENTINEL_ROUTES)")
         return None
-    view, cache = found
     approvals = getattr(bot, "approvals", None)
     store: Store | None = approvals.store if approvals is not None else None
     owned = store is None
-    api_client = api_client_of(view)
+    api_client = api_client_of(watched[0].view)
     if store is None:
         try:
             store = open_configured(settings, api_client)
@@ -132,21 +173,31 @@ def open_sentinel(bot: SlackBot, settings: Settings, *, pace: float = 1.0,
                           timeout=min(settings.kube_timeout, 5.0)).start()
         leader = lease
     limits = thresholds(settings)
-    book = IncidentBook(store, quiet_for=settings.quiet_for)
     channels = ChannelDiagnoses(settings, bot.policy, bot.diagnoses, bot.renderer,
                                 lambda: bot.view.source, "sentinel")
     stopping = threading.Event()
-    port = _until(paced_port(bot.poster, Pacer(pace)), stopping)
-    publisher = IncidentThreads(book, port, bot.renderer, channels, channel=channel,
-                                routes=routes, thresholds=limits, note_gap=note_gap)
-    sentinel = Sentinel(Watcher(view), book, publisher, limits, leader=leader,
-                        ready=cache.settled, interval=settings.sentinel_interval)
-    # The cache may have started already: the first tick once it settled scans everything.
-    cache.listen(sentinel)
-    thread = threading.Thread(target=sentinel.run, args=(stopping,), daemon=True,
-                              name="gpubot-sentinel")
-    thread.start()
-    log.info("sentinel on: incidents to %s%s, store %s, %s", channel or "routes only",
+    port = _until(paced_port(bot.poster, Pacer(pace)), stopping)  # one pace for the workspace
+    sentinels: dict[str, Sentinel] = {}
+    threads: list[threading.Thread] = []
+    for i, w in enumerate(watched):
+        book = IncidentBook(store, quiet_for=settings.quiet_for, cluster=w.name,
+                            legacy=i == 0 and w.name == bot.fleet.default.name)
+        publisher = IncidentThreads(book, port, bot.renderer, channels, channel=channel,
+                                    routes=routes, thresholds=limits, note_gap=note_gap)
+        sentinel = Sentinel(Watcher(w.view, metrics=w.metrics), book, publisher, limits,
+                            leader=leader, ready=w.cache.settled,
+                            interval=settings.sentinel_interval,
+                            unreadable=w.cache.failing)
+        # The cache may have started already: the first tick once it settled scans everything.
+        w.cache.listen(sentinel)
+        thread = threading.Thread(target=sentinel.run, args=(stopping,), daemon=True,
+                                  name=f"gpubot-sentinel{'-' + w.name if w.name else ''}")
+        thread.start()
+        sentinels[w.name] = sentinel
+        threads.append(thread)
+    log.info("sentinel on%s: incidents to %s%s, store %s, %s",
+             f" for {', '.join(sentinels)}" if bot.fleet.named else "",
+             channel or "routes only",
              f" and {len(routes)} route(s)" if routes else "", store,
              f"lease {lease.namespace}/{lease.name}" if lease else "one replica")
-    return Running(sentinel, thread, stopping, lease, store if owned else None)
+    return Running(sentinels, threads, stopping, lease, store if owned else None)

@@ -66,10 +66,6 @@ ACTION = re.compile(r"^gpubot_action_\d+$")
 
 
 class SlackBot:
-    # The sentinel's loop, when gpubot serve runs one (bot/sentinel/wiring.py sets it):
-    # /gpu sentinel and /metrics read it.
-    sentinel: Sentinel | None = None
-
     def __init__(
         self,
         settings: Settings,
@@ -113,8 +109,8 @@ class SlackBot:
                                    extra_help=APPROVAL_HELP if approvals is not None else ())
         self.diagnoses.sentinel_status = SentinelStatus(
             settings, self.policy, self.renderer, self.poster, self.io,
-            lambda: self.sentinel).message
-        self.metrics.watch_sentinel(lambda: self.sentinel)
+            lambda: self.sentinels).message
+        self.metrics.watch_sentinel(lambda: self.sentinels)
         # One of each guard: the rate limit counts a user's commands whatever path they took.
         self.rate_limit = RateLimit(RateLimiter(settings.rate_limit), self.metrics)
         self.command_size = CommandSize(self.metrics)
@@ -131,9 +127,10 @@ class SlackBot:
             approvals.attach(self.poster, self.metrics, settings.command)
         self.socket_handler: Any = None
         self.alerts: Any = None  # bot.alerts.receiver.AlertReceiver (POST /alertmanager)
-        # The sentinel's loop (bot/sentinel), when gpubot serve runs one: its watcher, book
-        # and ticks are what /gpu sentinel and /metrics read.
-        self.sentinel: Sentinel | None = None
+        # The sentinels' loops (bot/sentinel), when gpubot serve runs them, by cluster ("" for
+        # the one cluster): their watchers, books and ticks are what /gpu sentinel and
+        # /metrics read.
+        self.sentinels: dict[str, Sentinel] = {}
         self._auth: tuple[float, bool] | None = None
         self._cluster: tuple[float, bool] | None = None
         self.app = self._build_app()
@@ -146,6 +143,15 @@ class SlackBot:
     @prometheus.setter
     def prometheus(self, source: MetricsSource | None) -> None:
         self.diagnoses.prometheus = source
+
+    @property
+    def sentinel(self) -> Sentinel | None:
+        """The first cluster's sentinel (the only one's without ``clusters``), or None."""
+        return next(iter(self.sentinels.values()), None)
+
+    @sentinel.setter
+    def sentinel(self, sentinel: Sentinel | None) -> None:
+        self.sentinels = {"": sentinel} if sentinel is not None else {}
 
     # -- wiring -----------------------------------------------------------------------------
 

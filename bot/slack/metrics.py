@@ -5,7 +5,7 @@ lost per node, open incidents, its detectors' CPU time)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import (
@@ -95,10 +95,11 @@ class Metrics:
         of one with ``.view``); a snapshot has neither and exports nothing."""
         self.kube.view = view
 
-    def watch_sentinel(self, sentinel: Callable[[], Any]) -> None:
-        """Export the sentinel ``sentinel()`` returns (``bot.sentinel.service.Sentinel``, or
-        None while there is none) at each scrape."""
-        self.sentinel.sentinel = sentinel
+    def watch_sentinel(self, sentinels: Callable[[], Mapping[str, Any]]) -> None:
+        """Export the sentinels ``sentinels()`` returns (cluster name, ``""`` for the one
+        cluster -> ``bot.sentinel.service.Sentinel``; empty while there is none) at each
+        scrape."""
+        self.sentinel.sentinels = sentinels
 
     def count(self, command: str, outcome: str) -> None:
         self.commands.labels(command=command, outcome=outcome).inc()
@@ -179,50 +180,54 @@ class KubeCollector:
 
 
 class SentinelCollector:
-    """Read at each scrape from the sentinel: what its watcher sees now, the open incidents
-    it read from the store after its last tick, and its detectors' CPU time. Nothing while
-    it does not run."""
+    """Read at each scrape from the sentinels: what their watchers see now, the open
+    incidents they read from the store after their last tick, and their detectors' CPU
+    time. Nothing while none runs. Several clusters: each series has a ``cluster`` label
+    (two clusters may have a node of the same name)."""
 
     LOST = "gpu-capacity-lost"
 
     def __init__(self) -> None:
-        self.sentinel: Callable[[], Any] = lambda: None
+        self.sentinels: Callable[[], Mapping[str, Any]] = dict
 
     def describe(self) -> list[Metric]:
-        return list(self._families())
+        return list(self._families(()))
 
     def collect(self) -> Iterator[Metric]:
-        lost, open_, seconds = families = self._families()
-        s = self.sentinel()
-        if s is not None:
+        sentinels = dict(self.sentinels())
+        by = ("cluster",) if any(sentinels) else ()
+        lost, open_, seconds = families = self._families(by)
+        for cluster, s in sentinels.items():
+            first = [cluster] if by else []
             watcher = s.watcher
             # The sentinel's thread changes them: copied first (one C-level copy each).
             for obs in sorted((x.obs for x in dict(watcher.seen.get(self.LOST) or {}).values()),
                               key=lambda o: o.subject):
-                lost.add_metric([obs.node or "", obs.pool or ""], obs.gpus)
+                lost.add_metric([*first, obs.node or "", obs.pool or ""], obs.gpus)
             counts = dict.fromkeys(watcher.seen, 0)
             for inc in s.open_now:
                 counts[inc.detector] = counts.get(inc.detector, 0) + 1
             for name, n in sorted(counts.items()):
-                open_.add_metric([name], n)
+                open_.add_metric([*first, name], n)
             stats = watcher.stats
             for name, runs in sorted(dict(stats.runs).items()):
-                seconds.add_metric([name], count_value=runs,
+                seconds.add_metric([*first, name], count_value=runs,
                                    sum_value=stats.by_detector.get(name, 0.0))
         yield from families
 
     @staticmethod
-    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily, SummaryMetricFamily]:
+    def _families(by: tuple[str, ...]
+                  ) -> tuple[GaugeMetricFamily, GaugeMetricFamily, SummaryMetricFamily]:
         return (
             GaugeMetricFamily("gpubot_gpus_lost",
                               "GPUs a node has but does not offer to the scheduler, as the "
                               "sentinel sees them now (before lost_after opens an incident).",
-                              labels=("node", "pool")),
+                              labels=(*by, "node", "pool")),
             GaugeMetricFamily("gpubot_incidents_open",
                               "Open sentinel incidents by detector, as the store held them "
-                              "after the sentinel's last tick.", labels=("detector",)),
+                              "after the sentinel's last tick.", labels=(*by, "detector")),
             SummaryMetricFamily("gpubot_sentinel_detector_seconds",
                                 "Thread CPU time of each sentinel detector: one observation "
                                 "per evaluation of the changed objects, or per Prometheus "
-                                "poll.", labels=("detector",)),
+                                "poll.", labels=(*by, "detector")),
         )

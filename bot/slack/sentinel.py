@@ -8,6 +8,10 @@ about workloads is shown where the channel may query every namespace it names; o
 nodes where cluster commands may run. Routes (they name namespaces) only where every
 namespace may be queried.
 
+Several clusters (``gpubot serve`` with ``clusters``): one sentinel per cluster watched;
+each incident names its cluster, and each cluster's line says whether its API server
+answers.
+
 A link to an incident's thread needs the workspace's address, which Slack gives in auth.test:
 asked once, off the listener thread, the first time a card would be linked (HTTP mode's
 readiness check asks it anyway); until then the answer names the card's channel.
@@ -19,7 +23,7 @@ import contextlib
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -75,38 +79,49 @@ def _channel(channel: str | None) -> Markup | str:
 
 
 class SentinelStatus:
+    """``sentinels()``: the running sentinels by cluster (``""``: the one cluster); several
+    clusters: each incident names its cluster, and each cluster says how its sentinel is
+    (watching, waiting for its cache, or its API server not answering)."""
+
     def __init__(self, settings: Settings, policy: AccessPolicy, renderer: Renderer,
-                 poster: Poster, io: Executor, sentinel: Callable[[], Sentinel | None], *,
+                 poster: Poster, io: Executor,
+                 sentinels: Callable[[], Mapping[str, Sentinel]], *,
                  clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.policy = policy
         self.renderer = renderer
         self.poster = poster
         self.io = io
-        self.sentinel = sentinel
+        self.sentinels = sentinels
         self.clock = clock
         self._asked = threading.Event()  # auth.test asked for the workspace's address
 
     def message(self, req: Request) -> dict[str, Any]:
         """The answer to ``/gpu sentinel`` in ``req``'s channel (ephemeral)."""
-        s = self.sentinel()
+        sentinels = dict(self.sentinels())
+        s = next(iter(sentinels.values()), None)  # the detectors' settings are the same
         allowed = self.policy.allowed(req.channel, req.channel_name)
         nodes_ok = allowed is None or (bool(allowed) and not self.policy.restrict_cluster_commands)
         ctx: dict[str, Any] = {"off": None, "starting": False, "incidents": [], "hidden": 0,
-                               "beyond": 0, "as_of": "", "leading": False}
+                               "beyond": 0, "as_of": "", "leading": False,
+                               "clusters": [self._state(name, x) for name, x in sentinels.items()
+                                            if name]}
+        read = [x for x in sentinels.values() if x.open_read is not None]
         if s is None:
             ctx["off"] = off_reason(self.settings)
-        elif s.open_read is None:
+        elif not read:
             ctx["starting"] = True
         else:
             now = self.clock()
-            shown = [i for i in s.open_now if self._visible(i, allowed, nodes_ok)]
-            shown.sort(key=lambda i: (-i.gpus, i.since))
-            ctx.update(incidents=[self._row(i, now) for i in shown[:MAX_SHOWN]],
+            every = [(name, i) for name, x in sentinels.items() for i in x.open_now]
+            shown = [(name, i) for name, i in every if self._visible(i, allowed, nodes_ok)]
+            shown.sort(key=lambda ni: (-ni[1].gpus, ni[1].since))
+            ctx.update(incidents=[self._row(i, now, name) for name, i in shown[:MAX_SHOWN]],
                        beyond=max(len(shown) - MAX_SHOWN, 0),
-                       hidden=len(s.open_now) - len(shown), as_of=_stamp(s.open_read),
-                       leading=s.leading)
-            if any(i.posted.get("ts") for i in shown) and self.poster.workspace is None:
+                       hidden=len(every) - len(shown),
+                       as_of=_stamp(min(float(x.open_read or 0) for x in read)),
+                       leading=any(x.leading for x in read))
+            if any(i.posted.get("ts") for _, i in shown) and self.poster.workspace is None:
                 self._learn_workspace()
         msg = self.renderer.render_template(
             "slack/sentinel.j2", **ctx, detectors=self._detectors(s),
@@ -117,6 +132,18 @@ class SentinelStatus:
             quiet_for=span_text(self.settings.quiet_for))[0]
         return {"text": msg.text, "blocks": msg.blocks, "response_type": "ephemeral"}
 
+    def _state(self, name: str, s: Sentinel) -> dict[str, str]:
+        """How one cluster's sentinel is: its API server not answering (its incidents stay
+        as they were: nothing is resolved unseen), not synced yet, or watching."""
+        why = s.unreadable()
+        if why is not None:
+            state = f"not answering ({why}): its incidents stay as they were until it answers"
+        elif s.open_read is None:
+            state = "waiting for its watch cache to sync"
+        else:
+            state = f"watching, as of {_stamp(s.open_read)}"
+        return {"name": name, "state": state}
+
     @staticmethod
     def _visible(inc: Incident, allowed: frozenset[str] | None, nodes_ok: bool) -> bool:
         if allowed is None:
@@ -124,7 +151,7 @@ class SentinelStatus:
         namespaces = inc.namespaces
         return set(namespaces) <= allowed if namespaces else nodes_ok
 
-    def _row(self, inc: Incident, now: float) -> dict[str, Any]:
+    def _row(self, inc: Incident, now: float, cluster: str = "") -> dict[str, Any]:
         posted = inc.posted or {}
         channel, ts = posted.get("channel"), posted.get("ts")
         url = None
@@ -132,6 +159,7 @@ class SentinelStatus:
             # Slack's permalink: the workspace's address, the channel, p + the ts's digits.
             url = f"{self.poster.workspace}archives/{channel}/p{str(ts).replace('.', '')}"
         return {"title": inc.title, "group": inc.group, "detector": inc.detector,
+                "cluster": cluster,
                 "gpus": f"{inc.gpus:g}", "gpu_hours": _hours(inc.gpu_hours(now)),
                 "since": _stamp(inc.since), "lasted": span_text(inc.duration(now)),
                 "members": inc.members_total, "reopened": inc.reopened, "url": url,
