@@ -281,7 +281,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         err.write(f"gpubot: error: {e}\n")
         return EXIT_USAGE
     if args.command in ("watch", "digest"):  # no CommandSpec: they read more than a view
-        if args.cluster or args.all_clusters:
+        # watch --cluster NAME: one configured cluster, its incidents named (bot/watch.py).
+        if args.all_clusters or (args.cluster and args.command == "digest"):
             err.write(f"gpubot: error: {args.command} reads one cluster: --snapshot, "
                       "--kubeconfig or --context, not --cluster\n")
             return EXIT_USAGE

@@ -3,6 +3,7 @@
     gpubot watch --context prod                          # until Ctrl-C
     gpubot watch --lost-after 1m --pending-after 30m -o json
     gpubot watch --snapshot ./dump                       # one look (implies --once)
+    gpubot watch --cluster prod                          # a configured cluster: named
 
 On a live cluster it keeps a watch cache of the kinds the detectors read (Node, Pod,
 ResourceSlice), listens to its changes and runs the sentinel (``bot/sentinel``) with a
@@ -123,6 +124,7 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO, environ: Mapping[st
 
     once = bool(args.once or args.snapshot)
     try:
+        cluster = _cluster(args, environ)
         limits = settings(args, environ)
         if args.output == "yaml":
             raise UsageError("watch prints text or JSON lines: -o text or -o json")
@@ -150,7 +152,34 @@ def main(args: argparse.Namespace, out: TextIO, err: TextIO, environ: Mapping[st
     except ViewError as e:
         err.write(f"gpubot: {e}\n")
         return EXIT_NOT_FOUND
-    return _watch(view, args, out, err, limits, as_json, color, stop or threading.Event())
+    return _watch(view, args, out, err, limits, as_json, color, stop or threading.Event(),
+                  cluster)
+
+
+def _cluster(args: argparse.Namespace, environ: Mapping[str, str]) -> str | None:
+    """``--cluster NAME``: that configured cluster's source put in ``args`` (as ``gpubot
+    serve`` opens it), and its name, which its incidents carry; None without the flag.
+    Raises UsageError."""
+    name = getattr(args, "cluster", None)
+    if not name:
+        return None
+    from bot import clifleet
+    from bot.cliview import CliUsage
+
+    try:
+        clifleet.check_flags(args)
+        found = clifleet.load_settings(args, environ)
+    except CliUsage as e:
+        raise UsageError(str(e)) from None
+    configs = {c.name: c for c in (found.clusters or ())} if found is not None else {}
+    if not configs:
+        raise UsageError(f"--cluster needs clusters: {clifleet.HOW_TO_CONFIGURE}")
+    if name not in configs:
+        raise UsageError(f"no cluster {name!r} (clusters: {', '.join(configs)})")
+    config = configs[name]
+    for key, value in config.source_settings().items():
+        setattr(args, key, None if config.in_cluster else value)
+    return str(name)
 
 
 def _reachable(view: ClusterView) -> None:
@@ -213,7 +242,8 @@ def _incident_store(path: str | None) -> Iterator[Store]:
 
 
 def _watch(view: ClusterView, args: argparse.Namespace, out: TextIO, err: TextIO,
-           limits: dict[str, float], as_json: bool, color: bool, stop: threading.Event) -> int:
+           limits: dict[str, float], as_json: bool, color: bool, stop: threading.Event,
+           cluster: str | None = None) -> int:
     from bot.sentinel.incidents import IncidentBook
     from bot.sentinel.printer import TerminalPublisher
     from bot.sentinel.service import Sentinel
@@ -229,7 +259,8 @@ def _watch(view: ClusterView, args: argparse.Namespace, out: TextIO, err: TextIO
     cache: WatchCache | None = None
     try:
         with _incident_store(args.store_path) as store:
-            book = IncidentBook(store, quiet_for=limits["quiet_for"])
+            # A configured cluster's incidents carry its name (printed with each).
+            book = IncidentBook(store, quiet_for=limits["quiet_for"], cluster=cluster or "")
             if any((i.posted or {}).get("channel") for i in book.all()):
                 err.write(f"gpubot: error: --store-path {args.store_path}: the Slack bot's "
                           "store (its incidents have cards): give watch a file of its own\n")
@@ -241,7 +272,8 @@ def _watch(view: ClusterView, args: argparse.Namespace, out: TextIO, err: TextIO
                                 interval=limits["sentinel_interval"],
                                 on_tick=_synced_note(err, cache))
             cache.listen(sentinel)  # the first tick once synced scans everything anyway
-            err.write(f"gpubot: watching {view.source}: "
+            where = f"cluster {cluster} · {view.source}" if cluster else view.source
+            err.write(f"gpubot: watching {where}: "
                       + ", ".join(f"{k} {_age(v)}" for k, v in sorted(thresholds.items()))
                       + f"; quiet_for {_age(limits['quiet_for'])}"
                       + (f"; incidents kept in {args.store_path}" if args.store_path else "")

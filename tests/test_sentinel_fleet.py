@@ -246,3 +246,45 @@ def test_a_clusters_book_keeps_its_own_incidents_and_the_first_takes_over_old_on
         "gpu-capacity-lost", other.group, "b") != now.key
     assert len(IncidentBook(store, cluster="a").open()) == 1  # taken over: a's now
     store.close()
+
+
+def test_gpubot_watch_on_a_configured_cluster_names_it(tmp_path: Path) -> None:
+    """``gpubot watch --cluster b``: b's context from the clusters setting; its incidents
+    carry b, with the command to diagnose them there."""
+    import io
+    import threading
+
+    from kubernetes import client
+
+    from bot.cli import build_parser
+    from bot.watch import main as watch_main
+
+    with FakeKube(objects=cluster(NODES)) as a, FakeKube(objects=cluster(NODES)) as b:
+        kubeconfig = write_kubeconfig_many(tmp_path / "kubeconfig", {"a-ctx": a, "b-ctx": b})
+        env = {"GPUBOT_CLUSTERS": yaml.safe_dump([
+            {"name": n, "context": f"{n}-ctx", "kubeconfig": str(kubeconfig)} for n in "ab"])}
+        out, err, stop = io.StringIO(), io.StringIO(), threading.Event()
+        args = build_parser().parse_args(["watch", "--cluster", "b", "--lost-after", "1s",
+                                          "--interval", "0.2s", "-o", "json"])
+        codes: list[int] = []
+        thread = threading.Thread(target=lambda: codes.append(
+            watch_main(args, out, err, env, stop=stop)), daemon=True)
+        thread.start()
+        try:
+            wait_until(lambda: "Watching." in err.getvalue(), timeout=30)
+            assert "watching cluster b · " in err.getvalue()
+            api = connect(b, tmp_path, "kubeconfig-test")
+            try:
+                set_allocatable(client.CoreV1Api(api), "gpu-1", 0)
+            finally:
+                api.close()
+            wait_until(lambda: '"event": "opened"' in out.getvalue(), timeout=30)
+        finally:
+            stop.set()
+            thread.join(30)
+    assert codes == [0]
+    [opened] = [json.loads(ln) for ln in out.getvalue().splitlines()]
+    assert opened["cluster"] == "b"
+    assert opened["diagnose"] == ["gpubot doctor gpu-1 --cluster b"]
+    assert opened["key"] == incident_key("gpu-capacity-lost", opened["group"], "b")
+

@@ -44,8 +44,8 @@ def paint(text: str, style: str, color: bool) -> str:
     return f"\x1b[{_ANSI[style]}m{text}\x1b[0m" if color else text
 
 
-def _command(pair: Sequence[str]) -> str:
-    return f"gpubot {pair[0]} {pair[1]}"
+def _command(pair: Sequence[str], cluster: str = "") -> str:
+    return f"gpubot {pair[0]} {pair[1]}" + (f" --cluster {cluster}" if cluster else "")
 
 
 class TerminalPublisher:
@@ -96,7 +96,7 @@ class TerminalPublisher:
         lines += [f"    {m['summary']}" for m in members[:SHOWN]]
         if inc.members_total > SHOWN:
             lines.append(f"    ... and {inc.members_total - SHOWN} more")
-        lines += [paint(f"    diagnose: {_command(pair)}", "dim", self.color)
+        lines += [paint(f"    diagnose: {_command(pair, inc.cluster)}", "dim", self.color)
                   for pair in inc.diagnose(2)]
         return "\n".join(lines)
 
@@ -112,7 +112,7 @@ class TerminalPublisher:
             "gpu_hours": round(inc.gpu_hours(now), 4),
             "resolved": iso(inc.resolved) if inc.resolved is not None else None,
             "summaries": [str(m["summary"]) for m in members[:20]],
-            "diagnose": [_command(pair) for pair in inc.diagnose()],
+            "diagnose": [_command(pair, inc.cluster) for pair in inc.diagnose()],
             "pools": inc.pools, "namespaces": inc.namespaces, "key": inc.key,
             **({"cluster": inc.cluster} if inc.cluster else {}),
         }, sort_keys=False)
