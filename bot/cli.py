@@ -284,7 +284,9 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
         # watch --cluster NAME: one configured cluster, its incidents named (bot/watch.py).
         if args.all_clusters or (args.cluster and args.command == "digest"):
             err.write(f"gpubot: error: {args.command} reads one cluster: --snapshot, "
-                      "--kubeconfig or --context, not --cluster\n")
+                      "--kubeconfig or --context"
+                      f"{', or --cluster NAME' if args.command == 'watch' else ''}"
+                      f", not --{'all-clusters' if args.all_clusters else 'cluster'}\n")
             return EXIT_USAGE
         from bot.digest.cli import main as digest_main
         from bot.watch import main as watch_main
