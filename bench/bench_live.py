@@ -56,6 +56,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 # Shared with the snapshot benchmark beside this file (the script's directory is on sys.path).
 import bench_snapshot as snapshot
+import live_fleet
 import live_sentinel
 from bench_snapshot import cli_command, finding_codes
 
@@ -596,6 +597,10 @@ def warm_child(a: argparse.Namespace) -> int:
                 block=a.sentinel_block, fake_pid=a.fake_pid)
         if a.fake_pid:
             out["relist"] = relist_run(cache, a)
+        if a.clusters > 1:  # last: the clusters it opens stay open until the child exits
+            out["fleet"] = live_fleet.fleet_run(
+                a.kubeconfig, a.clusters, Path(a.request_log).parent,
+                timeout=a.sync_timeout, request_timeout=a.request_timeout)
         print(json.dumps(out, default=str))
         sys.stdout.flush()
         return 0
@@ -991,6 +996,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds of each sentinel-on or -off block while churning")
     ap.add_argument("--no-sentinel", action="store_true",
                     help="skip the sentinel's measurement")
+    ap.add_argument("--clusters", type=int, default=1, metavar="N",
+                    help="N > 1: the warm child also opens N clusters through gpubot serve's "
+                         "fleet opening (N contexts on the one fake server) and prints the "
+                         "RSS each adds, against its own one (bench/live_fleet.py)")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm measurement")
     ap.add_argument("--no-doctor", action="store_true", help="skip cold doctor")
     ap.add_argument(
@@ -1236,6 +1245,8 @@ def bench(a: argparse.Namespace, work: Path) -> int:
         str(-1 if a.no_sentinel else a.sentinel_seconds),
         "--sentinel-block",
         str(a.sentinel_block),
+        "--clusters",
+        str(a.clusters),
         "--_fake-pid",
         str(fake.proc.pid),
     ]
@@ -1247,7 +1258,8 @@ def bench(a: argparse.Namespace, work: Path) -> int:
         )
         run = run_measured(
             [*warm_argv, "--warm-runs", str(a.warm_runs)], env,
-            a.sync_timeout + a.cmd_timeout + a.churn_seconds + max(a.sentinel_seconds, 0),
+            a.sync_timeout + a.cmd_timeout + a.churn_seconds + max(a.sentinel_seconds, 0)
+            + (2 * a.sync_timeout if a.clusters > 1 else 0),
         )
         try:
             warm = json.loads(run.stdout.strip().splitlines()[-1])
@@ -1380,6 +1392,9 @@ def bench(a: argparse.Namespace, work: Path) -> int:
             )
         elif relist:
             print(f"  re-list after 410 Gone: not synced again in {relist['seconds']:.0f} s")
+        if warm.get("fleet"):
+            for line in live_fleet.report(warm["fleet"]):
+                print(line)
     elif not a.no_warm:
         print(f"{'why-pending (warm, in-process)':<32}  FAILED: {warm_failure}")
     print(
