@@ -159,7 +159,8 @@ def test_restored_gpus_resolve_with_duration_and_gpu_hours(store: Store) -> None
     s.changed("Node", "", "a-0")
     [resolved] = s.tick().changed
     assert resolved.key == opened.key and resolved.state == "resolved"
-    assert resolved.gpu_hours(clock.t) == pytest.approx(8.0)
+    # 8 GPUs from when they were first seen lost (T0), not from the card (T0 + 61).
+    assert resolved.gpu_hours(clock.t) == pytest.approx(8 * 3661 / 3600)
     assert resolved.duration(clock.t) == pytest.approx(3661.0)
     assert [st for _, st, _, _ in pub.seen] == ["open", "resolved"]
 

@@ -186,9 +186,12 @@ class IncidentBook:
         members = _members(seen)
         gpus = sum(s.obs.gpus for s in seen)
         title = REGISTRY[det].title if det in REGISTRY else det
+        # The cost so far counts from when each member began (its lost GPUs or its wait),
+        # not from when the threshold let the incident open: the card says "since" that.
+        cost = sum(s.obs.gpus * max(now - s.start(), 0.0) for s in seen)
         inc = Incident(incident_key(det, group, self.cluster), det, group, title, "open", now,
                        min(s.start() for s in seen), now, members, len(seen), gpus, gpus,
-                       0.0, now, cluster=self.cluster)
+                       cost, now, cluster=self.cluster)
         if not self.store.create(COLLECTION, inc.key, inc.to_data()):
             return None  # another replica opened it first: next sync updates it
         return self._reread(inc.key)
