@@ -69,7 +69,8 @@ class Fleet:
         config = tmp / "gpubot.yaml"
         config.write_text(yaml.safe_dump({"clusters": [
             {"name": n, "context": f"{n}-ctx", "kubeconfig": str(kubeconfig)}
-            for n in self.fakes]}))
+            for n in self.fakes], "channel_namespaces": {
+                CHANNEL: ["*"], B_CHANNEL: ["*"], "C0OPS": ["*"], "C0AONLY": ["a:*"]}}))
         self.store_path = tmp / "state.db"
         env = {"SLACK_BOT_TOKEN": "xoxb-sentinel-fleet", "SLACK_SIGNING_SECRET": SECRET,
                "SLACK_API_URL": self.slack.api_url, "GPUBOT_PORT": "0",
@@ -119,12 +120,12 @@ class Fleet:
             assert f"not read: {not_read}: cluster {not_read} is unreachable" in text(summary)
         return table(summary)
 
-    def sentinel_status(self) -> str:
-        """``/gpu sentinel``'s answer (the ack) as text."""
+    def sentinel_status(self, channel: str = "C0OPS") -> str:
+        """``/gpu sentinel``'s answer (the ack) in ``channel``, as text."""
         self._n += 1
         body = urllib.parse.urlencode({
             "command": "/gpu", "text": "sentinel", "user_id": "U0ASKER",
-            "channel_id": "C0OPS", "channel_name": "gpu-ops", "trigger_id": f"t{self._n}",
+            "channel_id": channel, "channel_name": "", "trigger_id": f"t{self._n}",
             "response_url": self.slack.response_url(f"r{self._n}")})
         req = urllib.request.Request(self.server.url + "/slack/events", data=body.encode(),
                                      headers=signed_headers(SECRET, body))
@@ -186,6 +187,12 @@ def test_the_same_node_in_two_clusters_is_two_incidents(fleet: Fleet) -> None:
     store = fleet.server.bot.sentinels["a"].book.store
     records = {r.data["cluster"]: r.key for r in store.list("incidents")}
     assert set(records) == {"a", "b"} and records["a"] != records["b"]
+    # A channel that may read cluster a only sees a's incident, and is told of one more.
+    wait_until(lambda: all(s.open_now for s in fleet.server.bot.sentinels.values()),
+               timeout=10)
+    status = fleet.sentinel_status("C0AONLY")
+    assert "1 open incident" in status and "cluster a" in status
+    assert "cluster b" not in status and "1 more about namespaces or nodes" in status
     # b's GPUs back: b's card resolves; a's incident stays open.
     b_ts = next(c.response["ts"] for c in cards if c.params["channel"] == B_CHANNEL)
     set_allocatable(fleet.core["b"], "gpu-1", 8)

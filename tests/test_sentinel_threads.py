@@ -67,7 +67,7 @@ class Channels:
         self.map = dict(allowed or {})
         self.ran: list[str] = []
 
-    def allowed(self, channel: str) -> frozenset[str] | None:
+    def allowed(self, channel: str, cluster: str | None = None) -> frozenset[str] | None:
         return self.map.get(channel)
 
     def diagnose(self, cmd: Command, channel: str) -> Diagnosis:

@@ -54,7 +54,7 @@ MAX_NAMED = 10  # members named in a thread note
 class Diagnoser(Protocol):
     """A channel's diagnoses (``bot.slack.threads.ChannelDiagnoses``)."""
 
-    def allowed(self, channel: str) -> frozenset[str] | None: ...
+    def allowed(self, channel: str, cluster: str | None = None) -> frozenset[str] | None: ...
 
     def diagnose(self, cmd: Command, channel: str) -> Diagnosis: ...
 
@@ -194,7 +194,7 @@ class IncidentThreads:
     def card(self, inc: Incident, channel: str, now: float) -> Message:
         """The card as ``channel`` may see it."""
         words = WORDS.get(inc.detector, _DEFAULT_WORDS)
-        allowed = self.diagnoser.allowed(channel)
+        allowed = self.diagnoser.allowed(channel, inc.cluster or None)
         members = sorted(inc.members.values(), key=lambda m: (-float(m["gpus"]),
                                                              str(m["summary"])))
         seen = [m for m in members if allowed is None or not m.get("namespace")
@@ -231,7 +231,7 @@ class IncidentThreads:
                          f"{_hours(inc.gpu_hours(now))} {words.hours}")
         elif turned:
             parts.append(f"back: re-opened ({_count(inc.reopened, 'time')})")
-        allowed = self.diagnoser.allowed(channel)
+        allowed = self.diagnoser.allowed(channel, inc.cluster or None)
         for label, subjects in (("joined", after - before), ("left", before - after)):
             if subjects and inc.state == "open":
                 parts.append(f"{len(subjects)} {label}: {self._names(inc, subjects, allowed)}")

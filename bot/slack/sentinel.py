@@ -101,7 +101,6 @@ class SentinelStatus:
         sentinels = dict(self.sentinels())
         s = next(iter(sentinels.values()), None)  # the detectors' settings are the same
         allowed = self.policy.allowed(req.channel, req.channel_name)
-        nodes_ok = allowed is None or (bool(allowed) and not self.policy.restrict_cluster_commands)
         ctx: dict[str, Any] = {"off": None, "starting": False, "incidents": [], "hidden": 0,
                                "beyond": 0, "as_of": "", "leading": False,
                                "clusters": [self._state(name, x) for name, x in sentinels.items()
@@ -114,7 +113,7 @@ class SentinelStatus:
         else:
             now = self.clock()
             every = [(name, i) for name, x in sentinels.items() for i in x.open_now]
-            shown = [(name, i) for name, i in every if self._visible(i, allowed, nodes_ok)]
+            shown = [(name, i) for name, i in every if self._visible(i, req, name or None)]
             shown.sort(key=lambda ni: (-ni[1].gpus, ni[1].since))
             ctx.update(incidents=[self._row(i, now, name) for name, i in shown[:MAX_SHOWN]],
                        beyond=max(len(shown) - MAX_SHOWN, 0),
@@ -144,8 +143,10 @@ class SentinelStatus:
             state = f"watching, as of {_stamp(s.open_read)}"
         return {"name": name, "state": state}
 
-    @staticmethod
-    def _visible(inc: Incident, allowed: frozenset[str] | None, nodes_ok: bool) -> bool:
+    def _visible(self, inc: Incident, req: Request, cluster: str | None) -> bool:
+        """Whether the channel may see ``inc``: the namespaces it names, in its cluster."""
+        allowed = self.policy.allowed(req.channel, req.channel_name, cluster)
+        nodes_ok = allowed is None or (bool(allowed) and not self.policy.restrict_cluster_commands)
         if allowed is None:
             return True
         namespaces = inc.namespaces

@@ -92,9 +92,10 @@ class ChannelDiagnoses:
         self.source = source
         self.who = who
 
-    def allowed(self, channel: str) -> frozenset[str] | None:
-        """The namespaces the channel may see (None: all)."""
-        return self.policy.allowed(channel, "")
+    def allowed(self, channel: str, cluster: str | None = None) -> frozenset[str] | None:
+        """The namespaces the channel may see in ``cluster`` (None: all; several clusters
+        and no cluster: in any of them)."""
+        return self.policy.allowed(channel, "", cluster)
 
     def diagnose(self, cmd: Command, channel: str) -> Diagnosis:
         # No namespace's data in a channel that may not query it.
@@ -103,7 +104,8 @@ class ChannelDiagnoses:
             raise NotAllowed(resolved.message)
         deadline = Deadline(self.settings.deadline)
         deadline.start()
-        return self.diagnoses.diagnose(resolved, deadline, self.allowed(channel), channel)
+        return self.diagnoses.diagnose(resolved, deadline,
+                                       self.allowed(channel, resolved.cluster), channel)
 
     def render(self, cmd: Command, diag: Diagnosis) -> Rendered:
         # Several clusters: the card says which one it read (an alert's cluster label).
