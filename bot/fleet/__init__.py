@@ -4,7 +4,7 @@ a bare view.
     fleet = Fleet.single(view)                    # no clusters setting: today's one view
     fleet = open_fleet(settings)                  # bot/fleet/opening.py: one per cluster
     fleet.get("prod").view                        # a handlers.view.ClusterView
-    fleet.default                                 # the first (actions, the store, sentinel)
+    fleet.default                                 # the first (actions and the store)
 
 A cluster that cannot be opened or does not answer stays in the fleet with the reason
 (``ClusterHandle.error``, ``reachable()``): it is reported as such and the others answer.

@@ -25,7 +25,7 @@ def open_fleet(settings: Settings, open_cluster: Opener, *, first_must_open: boo
     """One handle per configured cluster (``open_cluster``: ``bot.serve.open_cluster``);
     without ``clusters``, today's one cluster named after its context. A cluster that
     cannot be opened stays in the fleet with the reason, unless it is the first and
-    ``first_must_open`` (serve: the store, actions and the sentinel live there): then
+    ``first_must_open`` (serve: the store and actions live there): then
     ViewError. The CLI, which keeps nothing there, reports it as any other."""
     if not settings.clusters:
         view, probe, close = open_cluster(settings)
