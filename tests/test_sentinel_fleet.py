@@ -2,7 +2,7 @@
 two fake API servers, one sentinel each, posting to the fake Slack.
 
 - GPUs lost in cluster b: one card naming b (routed by ``cluster=b``), diagnosed in b; a's
-  nodes, of the same names, stay quiet;
+  nodes, of the same names, stay quiet; /metrics labels each cluster's series;
 - the same node losing its GPUs in both clusters: two incidents, two cards, two records;
   b's GPUs back resolve b's only;
 - cluster a down mid-run: b's sentinel carries on, ``/gpu sentinel`` says a does not
@@ -160,6 +160,14 @@ def test_lost_gpus_in_one_cluster_open_an_incident_naming_it_and_the_other_stays
     assert len(fleet.cards()) == 1
     a, b = fleet.server.bot.sentinels["a"], fleet.server.bot.sentinels["b"]
     assert [i.cluster for i in b.book.open()] == ["b"] and a.book.open() == []
+    # /metrics: each cluster's series, labelled (both clusters have a gpu-1).
+    wait_until(lambda: bool(b.open_now), timeout=10)
+    with urllib.request.urlopen(fleet.server.url + "/metrics", timeout=10) as r:
+        metrics = r.read().decode()
+    assert 'gpubot_gpus_lost{cluster="b",node="gpu-1",pool="a100"} 8.0' in metrics
+    assert 'gpubot_incidents_open{cluster="b",detector="gpu-capacity-lost"} 1.0' in metrics
+    assert 'gpubot_incidents_open{cluster="a",detector="gpu-capacity-lost"} 0.0' in metrics
+    assert 'cluster="a",node="gpu-1"' not in metrics
     # The daily digest: each cluster's card, then the clusters side by side and in total.
     rows = fleet.digest()
     assert [r["cluster"] for r in rows] == ["a", "b", "total"]
