@@ -155,7 +155,8 @@ def test_one_card_edited_in_place_replies_only_when_members_or_state_change(
     s.tick()
     done = text(slack.updates[-1][2])
     assert slack.updates[-1][1] == ts and "Resolved · GPU capacity lost · pool a100" in done
-    assert "*Resolved* after 1h1m" in done and "12.1 GPU-hours lost" in done
+    # From when a-0 lost its GPUs (60 s before the card opened): 8 GPUs x 60 s more.
+    assert "*Resolved* after 1h1m" in done and "12.2 GPU-hours lost" in done
     assert "resolved after 1h1m" in text(slack.thread(ts)[-1])
     assert len(slack.cards()) == 1
     assert s.tick().published == 0  # nothing behind
