@@ -70,7 +70,8 @@ class Fleet:
         config.write_text(yaml.safe_dump({"clusters": [
             {"name": n, "context": f"{n}-ctx", "kubeconfig": str(kubeconfig)}
             for n in self.fakes], "channel_namespaces": {
-                CHANNEL: ["*"], B_CHANNEL: ["*"], "C0OPS": ["*"], "C0AONLY": ["a:*"]}}))
+                CHANNEL: ["*"], B_CHANNEL: ["*"], "C0OPS": ["*"], "C0AONLY": ["a:*"],
+                "C0DIGEST": ["*"]}}))
         self.store_path = tmp / "state.db"
         env = {"SLACK_BOT_TOKEN": "xoxb-sentinel-fleet", "SLACK_SIGNING_SECRET": SECRET,
                "SLACK_API_URL": self.slack.api_url, "GPUBOT_PORT": "0",
@@ -109,7 +110,7 @@ class Fleet:
         cluster that answers has its card first (``not_read``: the one that does not)."""
         bot = self.server.bot
         before = len(self.slack.calls("chat.postMessage"))
-        post_fleet(bot, bot.sentinel.book.store, "C0DIGEST", None, "/gpu")
+        post_fleet(bot, bot.sentinel.book.store, "C0DIGEST", "/gpu")
         posted = [c for c in self.slack.calls("chat.postMessage")[before:]
                   if c.params["channel"] == "C0DIGEST" and "thread_ts" not in c.params]
         *cards, summary = posted

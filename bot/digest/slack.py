@@ -86,17 +86,19 @@ def _attach_report(poster: Poster, channel: str, ts: str, diag: Diagnosis,
                                           "Slack's limits).")
 
 
-def post_fleet(bot: SlackBot, store: Store, channel: str, namespaces: frozenset[str] | None,
-               command_prefix: str) -> dict[str, Any]:
-    """Several clusters: each cluster's digest (its view, Prometheus and incidents), then
-    the fleet's figures per cluster and in total; a cluster that does not answer is said
-    there, the others are posted. What was posted: the first card's channel and ts."""
+def post_fleet(bot: SlackBot, store: Store, channel: str, command_prefix: str
+               ) -> dict[str, Any]:
+    """Several clusters: each cluster's digest (its view, Prometheus and incidents, what
+    the channel may see there), then the fleet's figures per cluster and in total; a
+    cluster that does not answer is said there, the others are posted. What was posted:
+    the first card's channel and ts."""
     parts: list[tuple[str, Diagnosis]] = []
     not_read: list[str] = []
     first: dict[str, Any] | None = None
     for i, handle in enumerate(bot.fleet):
         metrics = handle.prometheus if handle.prometheus is not None or i else bot.prometheus
         book = IncidentBook(store, cluster=handle.name, legacy=i == 0)
+        namespaces = bot.policy.allowed(channel, "", handle.name)
         try:
             diag = build(handle.readable(), book, metrics=metrics, namespaces=namespaces)
         except (GpubotError, ViewError) as err:  # unreachable: the others are posted
@@ -147,7 +149,7 @@ def start_digest(bot: SlackBot, settings: Settings, sentinel: Sentinel | None
                          namespaces=namespaces)
             return post(bot.poster, bot.renderer, channel, diag, source=bot.view.source,
                         command_prefix=settings.command)
-        return post_fleet(bot, store, channel, namespaces, settings.command)
+        return post_fleet(bot, store, channel, settings.command)
 
     daily = DailyDigest(settings.digest_time, sentinel.book.store, post_now,
                         leader=sentinel.leader)
