@@ -113,20 +113,22 @@ class Sentinel:
         out = TickResult()
         if not self.ready():
             return out
-        if not self._scanned:  # the first tick after the cache synced sees everything
-            self.watcher.scan()
-            self._scanned = True
-        out.evaluated = self.watcher.evaluate()
-        out.leader = self.leading = self.leader.is_leader()
-        if out.leader:
-            out.polled = self._poll()
-            now = self.clock()
-            due = self.watcher.due(now, self.thresholds, self.book.open_groups())
-            out.changed = self.book.sync(due, now)
-            out.published, out.failed = self.flush(now)
-        self._read_open()
-        self.ticks += 1
-        self.seconds += time.thread_time() - started
+        try:
+            if not self._scanned:  # the first tick after the cache synced sees everything
+                self.watcher.scan()
+                self._scanned = True
+            out.evaluated = self.watcher.evaluate()
+            out.leader = self.leading = self.leader.is_leader()
+            if out.leader:
+                out.polled = self._poll()
+                now = self.clock()
+                due = self.watcher.due(now, self.thresholds, self.book.open_groups())
+                out.changed = self.book.sync(due, now)
+                out.published, out.failed = self.flush(now)
+            self._read_open()
+        finally:  # a tick the store failed counts too: it ran on the synced cache
+            self.ticks += 1
+            self.seconds += time.thread_time() - started
         if self.on_tick is not None:
             self.on_tick(out, time.thread_time() - started)
         return out
