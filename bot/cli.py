@@ -17,6 +17,14 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, BinaryIO, NoReturn, TextIO
 
+from bot.cliview import (
+    EXIT_FINDINGS,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_USAGE,
+    MACHINE_OUTPUTS,
+    PROGRESS_DELAY,
+)
 from bot.durations import parse_duration
 from bot.progress import Progress
 from bot.version import version
@@ -26,13 +34,9 @@ from handlers.view import ViewError
 
 if TYPE_CHECKING:
     from bot.metrics.prometheus import PrometheusMetrics
-    from handlers.model import Diagnosis
 
-EXIT_OK, EXIT_NOT_FOUND, EXIT_USAGE, EXIT_FINDINGS = 0, 1, 2, 3
 OUTPUTS = ("text", "wide", "json", "yaml")
-MACHINE_OUTPUTS = ("json", "yaml")
 FAIL_ON = ("critical", "warning")
-PROGRESS_DELAY = 0.3  # seconds of work before a progress line appears
 
 EXAMPLES = """examples:
   gpubot why-pending ml-team/train-0 --snapshot examples/plugin-crashloop-cuda-mismatch
@@ -226,23 +230,6 @@ def _prometheus(spec: CommandSpec, url: str | None, environ: Mapping[str, str]
         raise _Usage(str(e)) from None
 
 
-def use_color(choice: str, out: TextIO, environ: Mapping[str, str]) -> bool:
-    """--color always/never, else on a terminal unless NO_COLOR is set (no-color.org)."""
-    if choice != "auto":
-        return choice == "always"
-    return not environ.get("NO_COLOR") and out.isatty()
-
-
-def failed_on(diag: Diagnosis, threshold: str | None) -> bool:
-    """A finding at ``threshold`` severity or worse (``--fail-on``)."""
-    if not threshold:
-        return False
-    from handlers.model import Severity
-
-    worst = Severity(threshold).rank
-    return any(f.severity.rank <= worst for f in diag.findings)
-
-
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None, stdin: BinaryIO | None = None,
          environ: Mapping[str, str] | None = None) -> int:
@@ -302,7 +289,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
             err.write(f"gpubot: error: --png: {why}\n")
             return EXIT_USAGE
     from bot import clifleet
-    from bot.cliview import CliUsage
+    from bot.cliview import CliUsage, failed_on, use_color, write_chart
     from bot.fleet import ClusterUnavailable, UnknownCluster
     from bot.fleet.search import AmbiguousTarget
 
@@ -335,7 +322,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     # Which cluster(s) answered, for tools: only when the config names clusters.
     where = ({} if not fleet.named else {"cluster": answer.cluster}
              if answer.cluster is not None else {"clusters": list(answer.clusters)})
-    if getattr(args, "png", None) and not _write_chart(diag, args.png, err):
+    if getattr(args, "png", None) and not write_chart(diag, args.png, err):
         return EXIT_NOT_FOUND
     # jinja2 is a noticeable part of a start: --version, completion and serve need none.
     from bot.render import render_json, render_text, render_yaml
@@ -351,20 +338,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
                               wide=args.output == "wide", width=terminal_width(out, environ),
                               runbooks=runbooks))
     return EXIT_FINDINGS if failed_on(diag, args.fail_on) else EXIT_OK
-
-
-def _write_chart(diag: Diagnosis, path: str, err: TextIO) -> bool:
-    from pathlib import Path
-
-    from bot.chart import render_png
-    from handlers.chart import chart_data
-
-    try:
-        Path(path).write_bytes(render_png(chart_data(diag)))
-    except OSError as e:
-        err.write(f"gpubot: cannot write the chart to {path}: {e.strerror or e}\n")
-        return False
-    return True
 
 
 def entry() -> None:
