@@ -28,22 +28,20 @@ from slack_bolt import Ack, BoltContext, BoltRequest
 from slack_sdk.errors import SlackApiError
 
 from bot.actions.requests import (
-    DENIED,
     DONE,
-    EXPIRED,
     FAILED,
     PENDING,
     RUNNING,
     Auditor,
     Policy,
     Requests,
-    check,
 )
 from bot.alerts.alertmanager import Alertmanager, AlertmanagerError
 from bot.alerts.threads import COLLECTION as THREADS
 from bot.alerts.threads import Retry, matchers_of
 from bot.runbook import valid_base
 from bot.slack.blocks import Message
+from bot.slack.decisions import Click, decide
 from bot.slack.kit import button, date, hhmm, mention, section
 from bot.slack.metrics import Metrics
 from bot.slack.mrkdwn import code, escape
@@ -222,35 +220,12 @@ class Silences:
                                   f"{escape(err)}")
 
     def _decide(self, body: dict[str, Any], approve: bool) -> None:
-        user, channel = field(body, "user", "id"), field(body, "channel", "id")
-        card_ts = field(body, "container", "message_ts") or field(body, "message", "ts")
-        rid = str(((body.get("actions") or [{}])[0]).get("value") or "")
-        now = self._clock()
-        rec = self.requests.get(rid) if rid else None
-        req = rec.data if rec else None
-        thread = (req or {}).get("thread_ts") or card_ts
-        why = check(req, user, self.policy, self.members, now, deny=not approve)
-        if why and req is not None and req.get("state") == PENDING and now >= float(
-                req.get("expires", 0)):
-            expired = self.requests.move(rid, PENDING, {"state": EXPIRED})
-            if expired is not None:
-                self._update_card(channel, card_ts, expired, [":hourglass: Expired unanswered."])
-                self._record("expired", expired)
-        if why:
-            self.poster.ephemeral(channel, user, f":no_entry: {why}", thread_ts=thread)
-            if req is not None:
-                self._record("refused", req, clicker=user, reason=why)
+        click = Click.read(body, approve, self._clock())
+        moved = decide(click, self.requests, self.policy, self.members, self)
+        if moved is None:
             return
-        assert req is not None
-        moved = self.requests.move(rid, PENDING, {"decided_by": user, "decided_at": now,
-                                                  "state": RUNNING if approve else DENIED})
-        if moved is None:  # another click (or replica) decided first
-            again = self.requests.get(rid)
-            why = check(again.data if again else None, user, self.policy, self.members, now,
-                        deny=not approve)
-            self.poster.ephemeral(channel, user, f":no_entry: {why or 'Decided already.'}",
-                                  thread_ts=thread)
-            return
+        user, channel, card_ts, now = click.user, click.channel, click.card_ts, click.now
+        thread = moved.get("thread_ts") or card_ts
         if not approve:
             self._update_card(channel, card_ts, moved, [
                 f":no_entry_sign: Denied by <@{user}> at {hhmm(now)}. No silence was created."])
@@ -311,6 +286,17 @@ class Silences:
         self.metrics.count("silence", event)
         self.audit(event, req, group=req.get("group_key"), matchers=req.get("matchers"),
                    duration=req.get("duration"), **extra)
+
+    # bot/slack/decisions.py's DecisionPort
+    def tell(self, click: Click, thread: str | None, text: str) -> None:
+        self.poster.ephemeral(click.channel, click.user, text, thread_ts=thread)
+
+    def update_card(self, channel: str, ts: str, req: dict[str, Any],
+                    status: list[str]) -> None:
+        self._update_card(channel, ts, req, status)
+
+    def record(self, event: str, req: dict[str, Any], **extra: Any) -> None:
+        self._record(event, req, **extra)
 
     def _post(self, channel: str, thread: str, text: str) -> None:
         with contextlib.suppress(SlackApiError):

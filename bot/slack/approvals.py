@@ -39,9 +39,7 @@ from bot.actions import units
 from bot.actions.cluster import Cluster
 from bot.actions.requests import (
     COLLECTION,
-    DENIED,
     DONE,
-    EXPIRED,
     FAILED,
     PENDING,
     RUNNING,
@@ -49,13 +47,13 @@ from bot.actions.requests import (
     Policy,
     Requests,
     Runner,
-    check,
     new_request,
 )
 from bot.actions.units import ALL, ActionError, Plan
 from bot.live.errors import LiveError
 from bot.slack.blocks import Message
 from bot.slack.commands import Command, CommandError, tokenize
+from bot.slack.decisions import Click, decide
 from bot.slack.guards import Guard
 from bot.slack.kit import button, date, hhmm, mention, section, when
 from bot.slack.metrics import Metrics
@@ -344,35 +342,12 @@ class Approvals:
                             f":x: Cannot record the decision, nothing was run: {escape(err)}")
 
     def _decide(self, body: dict[str, Any], approve: bool) -> None:
-        user, channel = field(body, "user", "id"), field(body, "channel", "id")
-        card_ts = field(body, "container", "message_ts") or field(body, "message", "ts")
-        rid = str(((body.get("actions") or [{}])[0]).get("value") or "")
-        now = self._clock()
-        rec = self.requests.get(rid) if rid else None
-        req = rec.data if rec else None
-        thread = (req or {}).get("thread_ts") or card_ts
-        why = check(req, user, self.policy, self.members, now, deny=not approve)
-        if why and req is not None and req.get("state") == PENDING and now >= float(
-                req.get("expires", 0)):
-            expired = self.requests.move(rid, PENDING, {"state": EXPIRED})
-            if expired is not None:
-                self._update_card(channel, card_ts, expired, [":hourglass: Expired unanswered."])
-                self._record("expired", expired)
-        if why:
-            self._ephemeral(channel, user, thread, f":no_entry: {why}")
-            if req is not None:
-                self._record("refused", req, clicker=user, reason=why, event_on_object=False)
+        click = Click.read(body, approve, self._clock())
+        moved = decide(click, self.requests, self.policy, self.members, self)
+        if moved is None:
             return
-        assert req is not None
-        decided = {"decided_by": user, "decided_at": now}
-        moved = self.requests.move(rid, PENDING, {**decided,
-                                                  "state": RUNNING if approve else DENIED})
-        if moved is None:  # another click (or replica) decided first
-            again = self.requests.get(rid)
-            why = check(again.data if again else None, user, self.policy, self.members, now,
-                        deny=not approve)
-            self._ephemeral(channel, user, thread, f":no_entry: {why or 'Decided already.'}")
-            return
+        user, channel, card_ts, now = click.user, click.channel, click.card_ts, click.now
+        thread = moved.get("thread_ts") or card_ts
         if not approve:
             self._update_card(channel, card_ts, moved, [f":no_entry_sign: Denied by <@{user}> "
                                                         f"at {hhmm(now)}. Nothing was done."])
@@ -478,6 +453,17 @@ class Approvals:
 
     def _ephemeral(self, channel: str, user: str, thread: str | None, text: str) -> None:
         self.poster.ephemeral(channel, user, text, thread_ts=thread)
+
+    # bot/slack/decisions.py's DecisionPort
+    def tell(self, click: Click, thread: str | None, text: str) -> None:
+        self._ephemeral(click.channel, click.user, thread, text)
+
+    def update_card(self, channel: str, ts: str, req: dict[str, Any],
+                    status: list[str]) -> None:
+        self._update_card(channel, ts, req, status)
+
+    def record(self, event: str, req: dict[str, Any], **extra: Any) -> None:
+        self._record(event, req, **extra)
 
     def _post(self, channel: str, thread: str, text: str) -> None:
         with contextlib.suppress(SlackApiError):
