@@ -275,8 +275,10 @@ class Diagnoses:
                      codes=[f.code for f in diag.findings])
         self.metrics.answer_seconds.labels(command=cmd.name).observe(self._clock() - req.received)
         if cmd.name == "nodes":  # drawing takes a second: not on the worker that answers
-            threading.Thread(target=self.attach_chart, args=(req.channel, ts, diag),
-                             daemon=True, name="gpubot-chart").start()
+            # On the Slack I/O executor, which shutdown waits for: a chart being uploaded
+            # is not cut off (nor left retrying against a Slack the process no longer has).
+            with contextlib.suppress(RuntimeError):  # shutting down: the answer stands
+                self.poster.io.submit(self.attach_chart, req.channel, ts, diag)
 
     def update_card(self, cmd: Command, diag: Diagnosis, req: Request) -> None:
         """Re-check: the card edited in place, saying what changed; new proof if it did."""
