@@ -11,12 +11,14 @@ Alertmanager cannot create (down, 404) is said in the thread. Every step is audi
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
+import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlencode
 
 import pytest
@@ -377,3 +379,49 @@ def test_a_silence_a_stopped_bot_left_running_is_failed_and_said(tmp_path: Path)
         assert silences.recover() == 0  # once
     finally:
         stack.close()
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """An Alertmanager's silences endpoint that notes each request's Authorization."""
+
+    seen: ClassVar[list[str | None]] = []
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        type(self).seen.append(self.headers.get("Authorization"))
+        body = json.dumps({"silenceID": f"s{len(self.seen)}"}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("configured", [True, False])
+def test_the_alertmanager_token_goes_to_the_configured_url_only(
+        tmp_path: Path, configured: bool) -> None:
+    """GPUBOT_ALERTMANAGER_TOKEN is sent to alertmanager_url; a webhook's externalURL (which
+    the webhook's sender names) never gets it."""
+    _Recorder.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    stack = Stack(tmp_path, alertmanager_token="am-token-5e1f",
+                  **({"alertmanager_url": url} if configured else {}))
+    try:
+        _send(stack, dict(webhook([alert("GPUPodPendingTooLong", namespace="ml-team",
+                                         pod="train-0")]), externalURL=url))
+        card = stack.led(stack.card().response["ts"])
+        ts = card.response["ts"]
+        assert stack.pick(card, "Silence for 1h") == 200
+        approval, rid = stack.approval(ts)
+        stack.click(approval, rid, APPROVER)
+        stack.said(ts, "Silenced for 1h")
+        assert _Recorder.seen == (["Bearer am-token-5e1f"] if configured else [None])
+    finally:
+        stack.close()
+        server.shutdown()
+        server.server_close()

@@ -27,10 +27,11 @@ def _rfc3339(epoch: float) -> str:
 
 
 class Alertmanager:
-    def __init__(self, url: str, *, timeout: float = 10.0,
+    def __init__(self, url: str, *, timeout: float = 10.0, token: str | None = None,
                  transport: httpx.BaseTransport | None = None) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self._token = token  # a bearer token (an auth proxy in front of Alertmanager)
         self._transport = transport
 
     def silence_link(self, silence_id: str) -> str:
@@ -46,10 +47,12 @@ class Alertmanager:
             "createdBy": created_by, "comment": comment,
         }
         where = f"Alertmanager at {self.url}"
+        headers = {"Accept": "application/json"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
         try:
             with httpx.Client(timeout=self.timeout, transport=self._transport) as client:
-                resp = client.post(f"{self.url}/api/v2/silences", json=body,
-                                   headers={"Accept": "application/json"})
+                resp = client.post(f"{self.url}/api/v2/silences", json=body, headers=headers)
         except httpx.TimeoutException:
             raise AlertmanagerError(f"{where} did not answer within {self.timeout:g}s") from None
         except httpx.HTTPError as err:

@@ -102,7 +102,8 @@ def _open_silences(bot: SlackBot, settings: Settings, store: Store) -> Silences 
     policy = Policy(tuple(settings.approvers), settings.allow_self_approval,
                     settings.approval_ttl, settings.verify_timeout)
     silences = Silences(store, policy, bot.poster, bot.metrics, members,
-                        alertmanager_url=settings.alertmanager_url)
+                        alertmanager_url=settings.alertmanager_url,
+                        alertmanager_token=settings.alertmanager_token)
     bot.app.action(SILENCE, middleware=[Read(silences.read_select),
                                         bot.rate_limit])(silences.on_select)
     bot.app.action(SILENCE_APPROVE)(silences.on_approve)  # the rules are checked when clicked

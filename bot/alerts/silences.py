@@ -66,14 +66,16 @@ def matcher_text(matchers: Mapping[str, str]) -> str:
 class Silences:
     def __init__(self, store: Store, policy: Policy, poster: Poster, metrics: Metrics,
                  members: Callable[[str], set[str]], *, alertmanager_url: str | None = None,
-                 timeout: float = TIMEOUT, clock: Callable[[], float] = time.time,
-                 workers: int = 2) -> None:
+                 alertmanager_token: str | None = None, timeout: float = TIMEOUT,
+                 clock: Callable[[], float] = time.time, workers: int = 2) -> None:
         self.store = store
         self.policy = policy
         self.poster = poster
         self.metrics = metrics
         self.members = members
         self.alertmanager_url = alertmanager_url  # else the group's webhook's externalURL
+        # Sent to alertmanager_url only: never to a URL a webhook named.
+        self.alertmanager_token = alertmanager_token
         self.timeout = timeout
         self.requests = Requests(store, COLLECTION)
         self.audit = Auditor(store, None)  # the actions' trail; no node to put an Event on
@@ -237,7 +239,9 @@ class Silences:
 
     def _create(self, req: dict[str, Any], channel: str, card_ts: str, thread: str,
                 user: str, username: str) -> None:
-        am = Alertmanager(req["alertmanager"], timeout=self.timeout)
+        url = str(req["alertmanager"])
+        am = Alertmanager(url, timeout=self.timeout, token=self.alertmanager_token
+                          if self.alertmanager_url and url == self.alertmanager_url else None)
         starts = self._clock()
         ends = starts + DURATIONS[req["duration"]]
         comment = (f"gpubot: asked by Slack user {req['requester']} in the alert's thread "

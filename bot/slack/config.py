@@ -41,6 +41,8 @@ SECRET_ENV = {
     "alert_token": "GPUBOT_ALERT_TOKEN",  # bearer token Alertmanager sends to /alertmanager
     "prometheus_token": "GPUBOT_PROMETHEUS_TOKEN",
     "prometheus_password": "GPUBOT_PROMETHEUS_PASSWORD",
+    # Bearer token for Alertmanager's API (silences), sent to alertmanager_url only.
+    "alertmanager_token": "GPUBOT_ALERTMANAGER_TOKEN",
 }
 
 # setting -> environment variable (secrets above are environment-only)
@@ -197,6 +199,7 @@ class Settings:
     alert_token: str | None = field(default=None, repr=False)
     prometheus_token: str | None = field(default=None, repr=False)
     prometheus_password: str | None = field(default=None, repr=False)
+    alertmanager_token: str | None = field(default=None, repr=False)
 
     def validate(self) -> Settings:
         if self.log_format not in ("text", "json"):
@@ -264,7 +267,7 @@ class Settings:
         """The secret values, for log redaction."""
         return [s for s in (self.bot_token, self.app_token, self.signing_secret,
                             self.alert_token, self.prometheus_token,
-                            self.prometheus_password) if s]
+                            self.prometheus_password, self.alertmanager_token) if s]
 
 
 def parse_channel_map(value: Any, where: str) -> dict[str, frozenset[str]] | None:
