@@ -52,7 +52,8 @@ NODES = {"gpu-1": "a100", "gpu-2": "a100"}  # the same names in both clusters
 class Fleet:
     """Two fake clusters (a, b), the fake Slack, the bot serving both."""
 
-    def __init__(self, stack: ExitStack, tmp: Path) -> None:
+    def __init__(self, stack: ExitStack, tmp: Path, *, unopened: bool = False) -> None:
+        """``unopened``: also a cluster c whose kubeconfig context does not exist."""
         from kubernetes import client
 
         self.fakes: dict[str, FakeKube] = {}
@@ -69,7 +70,7 @@ class Fleet:
         config = tmp / "gpubot.yaml"
         config.write_text(yaml.safe_dump({"clusters": [
             {"name": n, "context": f"{n}-ctx", "kubeconfig": str(kubeconfig)}
-            for n in self.fakes], "channel_namespaces": {
+            for n in [*self.fakes, *(["c"] if unopened else [])]], "channel_namespaces": {
                 CHANNEL: ["*"], B_CHANNEL: ["*"], "C0OPS": ["*"], "C0AONLY": ["a:*"],
                 "C0DIGEST": ["*"]}}))
         self.store_path = tmp / "state.db"
@@ -304,3 +305,13 @@ def test_gpubot_watch_on_a_configured_cluster_names_it(tmp_path: Path) -> None:
     assert opened["diagnose"] == ["gpubot doctor gpu-1 --cluster b"]
     assert opened["key"] == incident_key("gpu-capacity-lost", opened["group"], "b")
 
+
+
+def test_a_cluster_that_cannot_be_opened_is_named_by_gpubot_sentinel(tmp_path: Path) -> None:
+    with ExitStack() as stack:
+        fleet = Fleet(stack, tmp_path, unopened=True)
+        fleet.watching()
+        assert set(fleet.server.bot.sentinels) == {"a", "b"}  # none for c
+        status = fleet.sentinel_status()
+        assert "`a` watching" in status and "`b` watching" in status
+        assert "`c` not opened (" in status and "c-ctx" in status

@@ -109,7 +109,9 @@ class SlackBot:
                                    extra_help=APPROVAL_HELP if approvals is not None else ())
         self.diagnoses.sentinel_status = SentinelStatus(
             settings, self.policy, self.renderer, self.poster, self.io,
-            lambda: self.sentinels).message
+            lambda: self.sentinels,
+            unopened=lambda: {h.name: h.error or "not opened" for h in self.fleet
+                              if h.view is None} if self.sentinels else {}).message
         self.metrics.watch_sentinel(lambda: self.sentinels)
         # One of each guard: the rate limit counts a user's commands whatever path they took.
         self.rate_limit = RateLimit(RateLimiter(settings.rate_limit), self.metrics)

@@ -86,6 +86,7 @@ class SentinelStatus:
     def __init__(self, settings: Settings, policy: AccessPolicy, renderer: Renderer,
                  poster: Poster, io: Executor,
                  sentinels: Callable[[], Mapping[str, Sentinel]], *,
+                 unopened: Callable[[], Mapping[str, str]] = dict,
                  clock: Callable[[], float] = time.time) -> None:
         self.settings = settings
         self.policy = policy
@@ -93,6 +94,7 @@ class SentinelStatus:
         self.poster = poster
         self.io = io
         self.sentinels = sentinels
+        self.unopened = unopened  # clusters that could not be opened -> why: no sentinel
         self.clock = clock
         self._asked = threading.Event()  # auth.test asked for the workspace's address
 
@@ -104,7 +106,10 @@ class SentinelStatus:
         ctx: dict[str, Any] = {"off": None, "starting": False, "incidents": [], "hidden": 0,
                                "beyond": 0, "as_of": "", "leading": False,
                                "clusters": [self._state(name, x) for name, x in sentinels.items()
-                                            if name]}
+                                            if name] + [
+                                   {"name": name, "state": f"not opened ({why}): nothing "
+                                    "watches it until gpubot restarts and can open it"}
+                                   for name, why in self.unopened().items()]}
         read = [x for x in sentinels.values() if x.open_read is not None]
         if s is None:
             ctx["off"] = off_reason(self.settings)
