@@ -15,6 +15,10 @@ back within ``quiet_for`` of its resolution re-opens the same record, so its Sla
 the same; later, the old record goes to the ``incident-log`` collection (what the digest
 reads) and a new one starts.
 
+``writes`` counts the store writes the book has made or tried (its own: the leader's), so
+the sentinel can keep what it last read until then (``known``: the argument ``open_groups``,
+``unposted`` and ``sync`` take instead of reading the store again).
+
 Publishing is separate: every visible change bumps ``rev``; the publisher (Slack threads, the
 CLI's printer) is handed each incident whose ``posted.rev`` is behind and saves what it
 posted with ``mark_posted``. A publisher that fails (Slack down) leaves ``posted`` behind,
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bot.sentinel.watcher import GroupKey, Seen
@@ -129,6 +133,7 @@ class IncidentBook:
         self.quiet_for = quiet_for
         self.cluster = cluster
         self.legacy = legacy
+        self.writes = 0  # store writes made or tried (a failed one may have changed it too)
 
     def owns(self, inc: Incident) -> bool:
         """Whether ``inc`` is this book's cluster's."""
@@ -144,22 +149,29 @@ class IncidentBook:
     def open(self) -> list[Incident]:
         return [i for i in self.all() if i.state == "open"]
 
-    def open_groups(self) -> frozenset[GroupKey]:
-        return frozenset((i.detector, i.group) for i in self.open())
+    def open_groups(self, known: Sequence[Incident] | None = None) -> frozenset[GroupKey]:
+        incidents = self.all() if known is None else known
+        return frozenset((i.detector, i.group) for i in incidents if i.state == "open")
 
     def history(self, limit: int = 500) -> list[Incident]:
         """Every cluster's incidents archived from the live collection, newest first."""
         return [Incident.from_record(r) for r in self.store.list(LOG, limit=limit)]
 
-    def unposted(self) -> list[Incident]:
-        return [i for i in self.all() if (i.posted or {}).get("rev") != i.rev]
+    def unposted(self, known: Sequence[Incident] | None = None) -> list[Incident]:
+        incidents = self.all() if known is None else known
+        return [i for i in incidents if (i.posted or {}).get("rev") != i.rev]
 
     # -- writing (the leader) -------------------------------------------------------------
 
-    def sync(self, due: Mapping[GroupKey, Sequence[Seen]], now: float) -> list[Incident]:
-        """Make the store agree with ``due``; the incidents that changed."""
+    def sync(self, due: Mapping[GroupKey, Sequence[Seen]], now: float,
+             known: Sequence[Incident] | None = None) -> list[Incident]:
+        """Make the store agree with ``due``; the incidents that changed. ``known``: the
+        store's incidents as last read (a stale one's write fails on its version)."""
         changed: list[Incident] = []
-        current = {(i.detector, i.group): i for i in self.all()}
+        # Copies: an update changes the incident before it writes, and ``known`` may be
+        # what another thread reads (the sentinel's ``open_now``).
+        current = {(i.detector, i.group): replace(i)
+                   for i in (self.all() if known is None else known)}
         for (det, group), seen in due.items():
             inc = current.get((det, group))
             if inc is not None and inc.state == "resolved" and inc.resolved is not None \
@@ -192,6 +204,7 @@ class IncidentBook:
         inc = Incident(incident_key(det, group, self.cluster), det, group, title, "open", now,
                        min(s.start() for s in seen), now, members, len(seen), gpus, gpus,
                        cost, now, cluster=self.cluster)
+        self.writes += 1
         if not self.store.create(COLLECTION, inc.key, inc.to_data()):
             return None  # another replica opened it first: next sync updates it
         return self._reread(inc.key)
@@ -225,10 +238,12 @@ class IncidentBook:
         return self._save(inc)
 
     def _archive(self, inc: Incident) -> None:
+        self.writes += 1
         self.store.create(LOG, f"{inc.key}-{int(inc.opened)}", inc.to_data())
         self.store.delete(COLLECTION, inc.key, inc.version)
 
     def _save(self, inc: Incident) -> Incident | None:
+        self.writes += 1
         if not self.store.update(COLLECTION, inc.key, inc.to_data(), inc.version):
             return None  # changed under us (another replica): the next sync sees it
         return self._reread(inc.key)
@@ -244,4 +259,5 @@ class IncidentBook:
             return False
         data = dict(rec.data)
         data["posted"] = dict(posted)
+        self.writes += 1
         return self.store.update(COLLECTION, inc.key, data, rec.version)
