@@ -10,6 +10,12 @@ sentinel (``bot/sentinel``) holds the observation until it has lasted the detect
 (``lost_after``...), then opens an incident for its ``group`` (one per pool, per controller),
 whose thread runs ``diagnose`` (the same handlers as ``/gpu doctor`` and ``/gpu why-pending``).
 
+A detector whose verdict needs a fact most objects lack (being a GPU stack pod) may say so
+with ``relevance``: a test of a few subtrees that seldom change. The watcher keeps each
+object's answer while those subtrees stay the same, and skips an object that cannot count
+without running the detector: under churn most watch changes are status changes of pods
+that no detector cares about.
+
 Detectors never import Slack or the store; a new one is one function here (or in a module
 of this package, imported by its ``__init__``) with its setting's default, and a scenario in
 ``tests/test_sentinel*.py``.
@@ -76,6 +82,19 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class Relevance:
+    """Whether an object can give its detector an observation at all. ``test(obj)`` False
+    must mean ``observe`` returns None for it, whatever the rest of the object says (its
+    status); ``inputs(obj)``: every part of the object ``test`` reads (the object's name
+    aside: the watcher keeps an answer per object). The watch cache shares an unchanged
+    subtree between an object's versions and never edits one, so the same inputs (``is``)
+    mean the same answer."""
+
+    inputs: Callable[[Obj], tuple[object, ...]]
+    test: Callable[[Obj], bool]
+
+
+@dataclass(frozen=True)
 class Detector:
     name: str
     title: str  # "GPU capacity lost": the incident card's headline
@@ -89,6 +108,7 @@ class Detector:
     needs_metrics: bool = False
     # Theirs: every observation that holds now (``kind`` and ``observe`` are unused).
     poll: Poll | None = None
+    relevance: Relevance | None = None
 
 
 Poll = Callable[["MetricsSource", Lookup, datetime], list[Observation]]
@@ -97,14 +117,15 @@ REGISTRY: dict[str, Detector] = {}
 
 
 def detector(name: str, *, title: str, kind: str, setting: str, default: float,
-             also: frozenset[str] = frozenset()
+             also: frozenset[str] = frozenset(), relevance: Relevance | None = None,
              ) -> Callable[[Callable[[Lookup, Obj], Observation | None]],
                            Callable[[Lookup, Obj], Observation | None]]:
     def register(fn: Callable[[Lookup, Obj], Observation | None]
                  ) -> Callable[[Lookup, Obj], Observation | None]:
         if name in REGISTRY:
             raise ValueError(f"detector {name} registered twice")
-        REGISTRY[name] = Detector(name, title, kind, setting, default, fn, also)
+        REGISTRY[name] = Detector(name, title, kind, setting, default, fn, also,
+                                  relevance=relevance)
         return fn
     return register
 
@@ -176,6 +197,17 @@ def _component(pod: Obj) -> str | None:
     return {"driver": "driver", "toolkit": "container toolkit"}.get(comp or "")
 
 
+def _stack_inputs(pod: Obj) -> tuple[object, ...]:
+    """What ``_component`` reads besides the pod's name."""
+    spec = pod.get("spec") or {}
+    return ((pod.get("metadata") or {}).get("labels"), spec.get("containers"),
+            spec.get("initContainers"), spec.get("volumes"))
+
+
+def _is_stack_pod(pod: Obj) -> bool:
+    return _component(pod) is not None
+
+
 def _down(pod: Obj) -> tuple[str, datetime | None] | None:
     """(why the pod is down, since when) or None while it is up or on its way."""
     meta = pod.get("metadata") or {}
@@ -203,7 +235,7 @@ def _down(pod: Obj) -> tuple[str, datetime | None] | None:
 
 
 @detector("gpu-stack-down", title="GPU stack down", kind="Pod", setting="plugin_down_after",
-          default=300.0)
+          default=300.0, relevance=Relevance(_stack_inputs, _is_stack_pod))
 def stack_down(look: Lookup, pod: Obj) -> Observation | None:
     """A device-plugin, driver or container-toolkit pod on a GPU node not Ready, crash-looping
     or unable to pull its image: the node's GPUs are at stake."""
