@@ -22,6 +22,14 @@ same ``WatchCache`` as the diagnoses, as ``gpubot serve`` wires it (``bot/sentin
 The share is the sentinel's CPU over the process's in the "on" blocks; the target is under
 5%. The why-pending p50 (wall and thread CPU) of the "on" blocks is printed against the "off"
 blocks', and the process's CPU per second on against off.
+
+The cycle collector runs in whichever thread's allocation crosses its threshold, so a
+collection the sentinel's thread happens to trigger (a full one walks every object allocated
+since the cache froze its own: a second at full size) counts as the sentinel's CPU: each
+block also reports the collections its thread ran and their time (``SentinelGC``).
+
+``GPUBOT_BENCH_SENTINEL_PROFILE=FILE`` cProfiles the sentinel's thread in the churn's "on"
+blocks into FILE (``python -m pstats FILE``): where its share goes.
 """
 
 from __future__ import annotations
@@ -64,19 +72,47 @@ def _why_pending(view: Any, target: str) -> tuple[float, float]:
     return (time.perf_counter() - t) * 1000, (time.thread_time() - c) * 1000
 
 
+class SentinelGC:
+    """The cycle collections run on the sentinel's thread: how many of each generation,
+    and their time (a collection holds the GIL: its wall time is its CPU time)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.runs = [0, 0, 0]
+        self._started: float | None = None
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if threading.current_thread().name != "gpubot-sentinel":
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            self.seconds += time.perf_counter() - self._started
+            self.runs[info["generation"]] += 1
+            self._started = None
+
+
 class Running:
-    """The sentinel's thread, started and stopped between blocks (``Sentinel.run`` again)."""
+    """The sentinel's thread, started and stopped between blocks (``Sentinel.run`` again);
+    with ``profile`` (a ``cProfile.Profile``), run under it."""
 
     def __init__(self, sentinel: Any) -> None:
         self.sentinel = sentinel
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
+        self.profile: Any = None
 
     def start(self) -> None:
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.sentinel.run, args=(self.stop,),
+        self.thread = threading.Thread(target=self._run, args=(self.stop,),
                                        daemon=True, name="gpubot-sentinel")
         self.thread.start()
+
+    def _run(self, stop: threading.Event) -> None:
+        if self.profile is None:
+            self.sentinel.run(stop)
+        else:
+            self.profile.runcall(self.sentinel.run, stop)
 
     def halt(self) -> None:
         if self.thread is not None:
@@ -122,8 +158,22 @@ def sentinel_run(view: Any, cache: Any, target: str, *, warm_runs: int, seconds:
             out["quiet_on_ms"] = [_why_pending(view, target)[0] for _ in range(warm_runs)]
             # 3. churn, off and on blocks
             if seconds > 0 and fake_pid:
-                out["churn"] = _churn_blocks(view, target, running, gate, sentinel, watcher,
-                                             seconds, block, fake_pid)
+                import gc
+
+                collected = SentinelGC()
+                gc.callbacks.append(collected)
+                profile_to = os.environ.get("GPUBOT_BENCH_SENTINEL_PROFILE")
+                if profile_to:
+                    import cProfile
+
+                    running.profile = cProfile.Profile()
+                try:
+                    out["churn"] = _churn_blocks(view, target, running, gate, sentinel,
+                                                 watcher, seconds, block, fake_pid, collected)
+                finally:
+                    gc.callbacks.remove(collected)
+                if running.profile is not None:
+                    running.profile.dump_stats(profile_to)
             out["incidents"] = len(book.all())
             out["open"] = len(book.open())
             out["printed_lines"] = printed.getvalue().count("\n")
@@ -138,8 +188,8 @@ def sentinel_run(view: Any, cache: Any, target: str, *, warm_runs: int, seconds:
 
 
 def _churn_blocks(view: Any, target: str, running: Running, gate: Gate, sentinel: Any,
-                  watcher: Any, seconds: float, block: float, fake_pid: int
-                  ) -> dict[str, Any]:
+                  watcher: Any, seconds: float, block: float, fake_pid: int,
+                  collected: SentinelGC) -> dict[str, Any]:
     running.halt()
     gate.on = False
     blocks: list[dict[str, Any]] = []
@@ -148,8 +198,8 @@ def _churn_blocks(view: Any, target: str, running: Running, gate: Gate, sentinel
     try:
         on = False
         while time.monotonic() - start < seconds:
-            blocks.append(_block(view, target, running, gate, sentinel, watcher, on,
-                                 min(block, seconds - (time.monotonic() - start))))
+            blocks.append(_block(view, target, running, gate, sentinel, watcher, collected,
+                                 on, min(block, seconds - (time.monotonic() - start))))
             on = not on
     finally:
         os.kill(fake_pid, signal.SIGUSR2)
@@ -159,9 +209,10 @@ def _churn_blocks(view: Any, target: str, running: Running, gate: Gate, sentinel
 
 
 def _block(view: Any, target: str, running: Running, gate: Gate, sentinel: Any,
-           watcher: Any, on: bool, seconds: float) -> dict[str, Any]:
+           watcher: Any, collected: SentinelGC, on: bool, seconds: float) -> dict[str, Any]:
     wall: list[float] = []
     cpu: list[float] = []
+    g0, r0 = collected.seconds, list(collected.runs)
     s0, e0, n0 = sentinel.seconds, watcher.stats.seconds, watcher.stats.evaluated
     t0, p0 = time.monotonic(), time.process_time()
     if on:
@@ -180,6 +231,8 @@ def _block(view: Any, target: str, running: Running, gate: Gate, sentinel: Any,
     return {"on": on, "seconds": elapsed, "process_cpu_s": process,
             "sentinel_cpu_s": sentinel.seconds - s0, "evaluate_cpu_s":
             watcher.stats.seconds - e0, "evaluated": watcher.stats.evaluated - n0,
+            "gc_s": collected.seconds - g0,
+            "gc_runs": [b - a for a, b in zip(r0, collected.runs, strict=True)],
             "times_ms": wall, "cpu_ms": cpu}
 
 
@@ -202,6 +255,7 @@ def summary(result: dict[str, Any], pct: Callable[[list[float], float], float]) 
         out["evaluate_share"] = total(ons, "evaluate_cpu_s") / total(ons, "process_cpu_s")
         out["evaluated_per_s"] = total(ons, "evaluated") / total(ons, "seconds")
         out["sentinel_ms_per_s"] = 1000 * total(ons, "sentinel_cpu_s") / total(ons, "seconds")
+        out["gc_ms_per_s"] = 1000 * total(ons, "gc_s") / total(ons, "seconds")
         out["process_on"] = total(ons, "process_cpu_s") / total(ons, "seconds")
         out["process_off"] = total(offs, "process_cpu_s") / total(offs, "seconds")
         out["churn_off_p50"] = pct(joined(offs, "times_ms"), 50)
@@ -231,17 +285,20 @@ def report(result: dict[str, Any], pct: Callable[[list[float], float], float]) -
             f"of {churn['block']:.0f} s, {n_on} on): its CPU {s['sentinel_ms_per_s']:.1f} ms/s "
             f"= {100 * s['share']:.2f}% of the process's (detectors alone "
             f"{100 * s['evaluate_share']:.2f}%), {s['evaluated_per_s']:.0f} objects "
-            f"evaluated/s",
+            f"evaluated/s; of its CPU, the cycle collector {s['gc_ms_per_s']:.1f} ms/s",
             f"  process CPU {s['process_on']:.3f} s/s on / {s['process_off']:.3f} s/s off "
             f"= {s['process_on'] / s['process_off']:.2f}x",
             f"  churn why-pending p50 {s['churn_on_p50']:.1f} ms on / {s['churn_off_p50']:.1f}"
             f" ms off = {s['churn_on_p50'] / s['churn_off_p50']:.2f}x; thread CPU p50 "
             f"{s['churn_on_cpu_p50']:.1f} / {s['churn_off_cpu_p50']:.1f} ms = "
             f"{s['churn_on_cpu_p50'] / s['churn_off_cpu_p50']:.2f}x",
-            "  per block (on/off: process CPU s/s, sentinel ms/s, why-pending p50 ms): "
+            "  per block (on/off: process CPU s/s, sentinel ms/s, why-pending p50 ms; "
+            "on: the sentinel thread's collections by generation and their ms): "
             + " ".join(
                 f"{'on' if b['on'] else 'off'} {b['process_cpu_s'] / b['seconds']:.2f}/"
                 f"{1000 * b['sentinel_cpu_s'] / b['seconds']:.0f}/{pct(b['times_ms'], 50):.0f}"
+                + (f" [gc {'+'.join(map(str, b.get('gc_runs') or []))} "
+                   f"{1000 * b.get('gc_s', 0.0):.0f}]" if b["on"] else "")
                 for b in churn["blocks"]),
         ]
     per = result.get("by_detector_s") or {}
