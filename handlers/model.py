@@ -181,14 +181,16 @@ class FitChange:
     (handlers.pending.fitsif), or a rollback; ``cost`` orders them."""
 
     change: str  # one of handlers.cards.CHANGES
-    summary: str
+    summary: str  # prose; the lines to run are ``commands``
     nodes: Sequence[str] = ()
     objects: Sequence[ObjectRef] = ()
     cost: tuple[float, ...] = ()
+    commands: Sequence[str] = ()  # exact command lines (handlers.kube.commands), if any
 
     def to_json(self) -> dict[str, Any]:
         return {"change": self.change, "summary": self.summary, "nodes": list(self.nodes),
-                "objects": [asdict(o) for o in self.objects]}
+                "objects": [asdict(o) for o in self.objects],
+                "commands": list(self.commands)}
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,10 @@ def test_shape_and_order() -> None:
     assert d.fits_if, d.details.get("fits_if_closest")
     out = d.to_json()["fits_if"]
     for c in out:
-        assert set(c) == {"change", "summary", "nodes", "objects"}
+        assert set(c) == {"change", "summary", "nodes", "objects", "commands"}
         assert c["change"] in KINDS and c["summary"]
     assert out[0]["change"] == "uncordon"
+    assert out[0]["commands"] == [f"kubectl uncordon {out[0]['nodes'][0]}"]
     assert out[0]["objects"] == [{"kind": "Node", "name": out[0]["nodes"][0],
                                   "namespace": None}]
 

@@ -39,7 +39,14 @@ def _kubectl() -> None:
 @pytest.mark.parametrize("s", SCENARIOS, ids=lambda s: s.name)
 def test_every_command_and_patch_of_a_scenario_runs_as_printed(s: Scenario) -> None:
     problems: list[str] = []
-    for code, fix in _fixes(run_scenario(s)):
+    d = run_scenario(s)
+    for change in d.fits_if:  # fits_if's changes: prose, and commands as lines
+        problems += [f"fits_if {change.change}: {p}" for c in change.commands
+                     for p in check_line(c)]
+        if _COMMAND_IN_PROSE.search(change.summary):
+            problems.append(f"fits_if {change.change}: a command in the summary: "
+                            f"{change.summary!r}")
+    for code, fix in _fixes(d):
         problems += [f"{code}: {p}" for c in fix.commands for p in check_line(c)]
         if fix.patch is not None:
             problems += [f"{code}: {p}" for p in check_patch(fix.patch)]

@@ -36,6 +36,7 @@ from handlers.chain.row import MIG_CONFIG_LABEL
 from handlers.codes import title
 from handlers.gpu import GPU_RESOURCE, is_gpu_resource, name_of
 from handlers.knowledge.parallelism import parallelism
+from handlers.kube.commands import kubectl
 from handlers.kube.quantity import fmt_quantity, parse_quantity
 from handlers.kube.resources import CPU, MEMORY, PODS
 from handlers.kube.taints import (
@@ -212,8 +213,8 @@ class _Search:
                                       if t.get("key") != TAINT_UNSCHEDULABLE]
             if self._try_node(f.node, node, f"uncordon {f.node}"):
                 self.found.append(FitChange(
-                    "uncordon", f"uncordon {f.node}: kubectl uncordon {f.node}",
-                    [f.node], [_node_ref(f.node)], (1, 0)))
+                    "uncordon", f"uncordon {f.node}", [f.node], [_node_ref(f.node)], (1, 0),
+                    (kubectl("uncordon", f.node),)))
                 return
 
     def node_ready(self) -> None:
@@ -236,13 +237,16 @@ class _Search:
             pods = {**self.ctx.pods_by_node, f.node: [
                 p for p in self.ctx.pods_by_node.get(f.node, ()) if not _terminating(p)]}
             if self._try_node(f.node, node, f"{f.node} {what}", pods_by_node=pods):
-                how = f"kubectl describe node {f.node}"
+                commands = [kubectl("describe", "node", f.node)]
+                summary = f"bring {f.node} back to {what}"
                 if self._leaving(f.node):
-                    how += (": back, it lets its Terminating pods go; if the machine is gone, "
-                            f"kubectl delete node {f.node} does")
+                    summary += ("; back, it lets its Terminating pods go (if the machine is "
+                                "gone, deleting the Node object does)")
+                    commands.append(kubectl("delete", "node", f.node,
+                                            note="only if the machine is gone"))
                 self.found.append(FitChange(
-                    "other", f"bring {f.node} back to {what} ({how})",
-                    [f.node], [_node_ref(f.node)], (1, 1)))
+                    "other", summary, [f.node], [_node_ref(f.node)], (1, 1),
+                    tuple(commands)))
                 return
 
     def fix_gpu_stack(self) -> None:
