@@ -2,11 +2,11 @@
 the asking channel may see them.
 
 It reads what the sentinel keeps in memory (``Sentinel.open_now``, the store's open incidents
-after its last tick, and its watcher): the answer needs no store or Slack call, so it goes
-with the command's acknowledgement, as help does. Channel scope, as for commands: an incident
-about workloads is shown where the channel may query every namespace it names; one about
-nodes where cluster commands may run. Routes (they name namespaces) only where every
-namespace may be queried.
+as it last read them, ``interval`` seconds ago at most, and its watcher): the answer needs no
+store or Slack call, so it goes with the command's acknowledgement, as help does. Channel
+scope, as for commands: an incident about workloads is shown where the channel may query
+every namespace it names; one about nodes where cluster commands may run. Routes (they name
+namespaces) only where every namespace may be queried.
 
 Several clusters (``gpubot serve`` with ``clusters``): one sentinel per cluster watched;
 each incident names its cluster, and each cluster's line says whether its API server
