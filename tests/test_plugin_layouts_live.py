@@ -12,7 +12,7 @@ import yaml
 
 from bot.live import open_live_view
 from bot.snapshot import load_snapshot
-from handlers.chain.inventory import device_plugin_nodes
+from handlers.chain.inventory import device_plugin_nodes, plugin_nodes_among
 from handlers.gpu import is_device_plugin_pod
 from handlers.view import Reader
 from tests.fake_kube import FakeKube, wait_until
@@ -83,12 +83,20 @@ def test_live_reads_find_every_layout_the_function_accepts(tmp_path: Path) -> No
                  if is_device_plugin_pod(p) and p["status"]["phase"] == "Running"}
     assert full_scan == {node for _, node in LAYOUTS}
     assert device_plugin_nodes(Reader(load_snapshot(snap))) == full_scan
+    reader = Reader(load_snapshot(snap))
+    assert plugin_nodes_among(reader, reader.list("Pod")) == full_scan
     with FakeKube(snap) as fk:
         view = open_live_view(str(fk.write_kubeconfig(tmp_path / "kc")), timeout=5)
         assert device_plugin_nodes(Reader(view)) == full_scan
         pod_lists = [parse_qs(urlsplit(r.path).query) for r in fk.requests
                      if urlsplit(r.path).path.endswith("/pods")]
     assert pod_lists and all("labelSelector" in q for q in pod_lists)
+
+
+def scanned(view: Any) -> set[str]:
+    """The plugin nodes found by looking at every pod (why-pending with no node scope)."""
+    reader = Reader(view)
+    return plugin_nodes_among(reader, reader.list("Pod"))
 
 
 def test_a_warm_cache_s_changed_plugin_pod_is_read_again(tmp_path: Path) -> None:
@@ -106,10 +114,14 @@ def test_a_warm_cache_s_changed_plugin_pod_is_read_again(tmp_path: Path) -> None
             assert cache.wait_synced(10)
             assert device_plugin_nodes(Reader(view)) == {"n-static", "n-hami"}
             assert device_plugin_nodes(Reader(view)) == {"n-static", "n-hami"}  # kept
+            assert scanned(view) == {"n-static", "n-hami"}
+            assert scanned(view) == {"n-static", "n-hami"}  # kept
             fk.store.put(_pod_of(LAYOUTS[0][0], "n-static", phase="Failed"))
             wait_until(lambda: device_plugin_nodes(Reader(view)) == {"n-hami"}, timeout=5)
+            wait_until(lambda: scanned(view) == {"n-hami"}, timeout=5)
             fk.store.put(_pod_of(LAYOUTS[0][0], "n-static"))
             wait_until(lambda: device_plugin_nodes(Reader(view)) == {"n-static", "n-hami"},
                        timeout=5)
+            wait_until(lambda: scanned(view) == {"n-static", "n-hami"}, timeout=5)
         finally:
             view.close()

@@ -9,12 +9,11 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from handlers import batchjobs
-from handlers.chain.inventory import SCOPE_FRACTION, device_plugin_nodes
+from handlers.chain.inventory import SCOPE_FRACTION, device_plugin_nodes, plugin_nodes_among
 from handlers.gpu import (
     GPU_RESOURCE,
     GpuTraits,
     gpu_traits,
-    is_device_plugin_pod,
     is_gpu_resource,
     name_of,
 )
@@ -187,8 +186,7 @@ class PendingContext:
         """Nodes running a device-plugin pod."""
         if self.pod_scope is not None:
             return device_plugin_nodes(self.reader)
-        return {str(p.get("spec", {}).get("nodeName")) for p in self.active_pods
-                if is_device_plugin_pod(p) and p.get("spec", {}).get("nodeName")}
+        return plugin_nodes_among(self.reader, self.active_pods)
 
     @cached_property
     def gpu_request(self) -> tuple[str | None, float]:
