@@ -171,6 +171,8 @@ _PluginPodFact = tuple[tuple[str, str], str] | None
 _PLUGIN_PODS: Value[dict[int, tuple[Obj, _PluginPodFact]]] = Value()
 
 
+# Apart from _PLUGIN_PODS: a memo keeps only the pods of its last call, and
+# device_plugin_nodes reads a few hundred pods where this reads all of them.
 _SCANNED_PODS: Value[dict[int, tuple[Obj, _PluginPodFact]]] = Value()
 
 
