@@ -22,7 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+import msgspec
+
 from handlers.kube.shape import misfit
+from handlers.kube.shape_types import PROJECTED, list_decoder, project
 from handlers.view import CLUSTER_SCOPED, Obj
 
 from . import jsonparse, manifest, yamlparse
@@ -314,6 +317,8 @@ class _Loader:
         # Anything else is not Kubernetes data: skipped without a word.
 
     def _read_json(self, ctx: _FileContext, data: bytes) -> None:
+        if self._read_typed(ctx, data):
+            return
         try:
             value = jsonparse.loads(data)
         except json.JSONDecodeError as err:
@@ -323,6 +328,32 @@ class _Loader:
             return
         ctx.documents += 1
         self._add_document(ctx, value, "document 1")
+
+    def _read_typed(self, ctx: _FileContext, data: bytes) -> bool:
+        """A kubectl JSON list of one kind whose tables list what handlers read (the bulk
+        of any large snapshot), decoded into those fields only; False when the document is
+        anything else or has an object that does not fit, and must go the careful way."""
+        typed = _TYPED_LIST.match(data) or _GET_LIST.match(data)
+        if typed is None or (kind := typed.group(1).decode()) not in PROJECTED:
+            return False
+        list_kind = f"{kind}List" if typed.re is _TYPED_LIST else "List"
+        try:
+            doc = list_decoder(kind).decode(data)
+        except msgspec.MsgspecError:
+            return False
+        items = doc.get("items") or []
+        if doc.get("kind") != list_kind or not all(
+                item.get("kind", kind) == kind and "name" in item.get("metadata", {})
+                for item in items):
+            return False
+        ctx.documents += 1
+        ctx.is_kubernetes = True
+        if list_kind in DUMP_KINDS:
+            self.from_dump = True
+        self.kinds.add(kind)
+        api = doc.get("apiVersion") if list_kind != "List" else None
+        self._add_items(ctx, items, kind, api, "document 1", decoded=True)
+        return True
 
     def _read_stream(self, ctx: _FileContext, data: bytes) -> None:
         """Documents one after another with log blocks between them."""
@@ -432,13 +463,17 @@ class _Loader:
         # else a ServiceList or the like: nothing the bot reads
 
     def _add_items(
-        self, ctx: _FileContext, items: list[Any], kind: str, api: Any, where: str
+        self, ctx: _FileContext, items: list[Any], kind: str, api: Any, where: str,
+        *, decoded: bool = False,
     ) -> None:
-        """_add_object for the items of one kind, inlined: a dump has 30,000 Pods."""
+        """_add_object for the items of one kind, inlined: a dump has 30,000 Pods.
+        ``decoded``: items that _read_typed decoded, checked and cut down to the fields
+        handlers read already."""
         bucket = self.objects.setdefault(kind, [])
         namespace = None if kind in CLUSTER_SCOPED else ctx.namespace or "default"
         kept = len(bucket)
         read_stamps, add_stamp = stamp_reader(kind), self.stamps.add
+        projected = kind in PROJECTED
         for number, item in enumerate(items, 1):
             meta = item.get("metadata") if item.__class__ is dict else None
             if (
@@ -449,10 +484,14 @@ class _Loader:
                 self._add_object(ctx, item, kind, api, where, number)  # the careful way
                 continue
             item["kind"] = kind
-            bad = misfit(item)
-            if bad is not None:
-                self._misfit(ctx, item, bad, _at(where, number))
-                continue
+            if not decoded:
+                bad = misfit(item)
+                if bad is None and projected:
+                    item, bad = _project(item)
+                    meta = item["metadata"]
+                if bad is not None:
+                    self._misfit(ctx, item, bad, _at(where, number))
+                    continue
             if api and "apiVersion" not in item:
                 item["apiVersion"] = api
             if namespace and not meta.get("namespace"):
@@ -489,6 +528,9 @@ class _Loader:
         if "kind" not in obj or not obj["kind"]:
             obj["kind"] = kind
         bad = misfit(obj)
+        if bad is None and kind in PROJECTED:
+            obj, bad = _project(obj)
+            meta = obj["metadata"]
         if bad is not None:
             self._misfit(ctx, obj, bad, _at(where, item))
             return
@@ -538,6 +580,22 @@ class _Loader:
         ctx.shape_problems.append(
             LoadProblem(ctx.path, where, f"{obj['kind']} {name}: {field}; skipped",
                         namespace=ns if isinstance(ns, str) else None))
+
+
+# The heads kubectl prints: `cluster-info dump` (a typed list, kind first) and
+# `get -o json` (a List, keys sorted, so the first item's kind comes early).
+_TYPED_LIST = re.compile(rb'\A\s*\{\s*"kind"\s*:\s*"([A-Za-z]{1,63})List"')
+_GET_LIST = re.compile(
+    rb'\A\s*\{\s*"apiVersion"\s*:\s*"[^"\\]{0,100}"\s*,\s*"items"\s*:\s*\[\s*\{'
+    rb'\s*"apiVersion"\s*:\s*"[^"\\]{0,100}"\s*,\s*"kind"\s*:\s*"([A-Za-z]{1,63})"')
+
+
+def _project(obj: Obj) -> tuple[Obj, str | None]:
+    """``obj`` cut down to the fields handlers read, and None; or ``obj`` and why not."""
+    try:
+        return project(obj), None
+    except msgspec.ValidationError as err:  # a key misfit() does not look at (a number)
+        return obj, str(err)
 
 
 def _kubelet_config(value: Obj) -> Obj | None:

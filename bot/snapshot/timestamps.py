@@ -9,12 +9,6 @@ from typing import Any
 from handlers.view import Obj
 
 _CONDITION_FIELDS = ("lastTransitionTime", "lastHeartbeatTime", "lastProbeTime", "lastUpdateTime")
-# The API server sets only these on the conditions of the kinds read most.
-_POD_CONDITION_FIELDS = ("lastTransitionTime", "lastProbeTime")
-_KIND_CONDITION_FIELDS = {
-    "Pod": _POD_CONDITION_FIELDS,
-    "Node": ("lastHeartbeatTime", "lastTransitionTime"),
-}
 _EVENT_FIELDS = (
     "lastTimestamp",
     "firstTimestamp",
@@ -65,11 +59,13 @@ def newest(stamps: Iterable[Any]) -> datetime | None:
 Add = Callable[[Any], None]
 
 
-def stamp_reader(kind: str) -> Callable[[Obj, Add], None]:
+def stamp_reader(kind: str) -> Callable[[Obj, Add], object]:
     """``read(obj, add)``: passes to ``add`` the timestamps that say when an object of
-    ``kind`` last changed: creation, conditions, container states, event times. ``add``
-    also gets None and non-text values; ``newest`` skips them. ``deletionTimestamp`` is
-    left out: it lies in the future during graceful deletion.
+    ``kind`` last changed: creation, conditions, container states, event times, and
+    removes those that are null (kubectl prints "lastProbeTime": null; the snapshot's
+    JSON decoder leaves them for this pass, handlers never see a null). ``add`` also gets
+    non-text values; ``newest`` skips them. ``deletionTimestamp`` is left out: it lies in
+    the future during graceful deletion.
 
     The loader reads each object's as it keeps the object: a pass over every object of a
     30,000-pod dump afterwards misses the cache at each one.
@@ -78,34 +74,37 @@ def stamp_reader(kind: str) -> Callable[[Obj, Add], None]:
         return _pod_stamps
     if kind == "Event":
         return _event_stamps
-    fields = _KIND_CONDITION_FIELDS.get(kind, _CONDITION_FIELDS)
-
-    def read(obj: Obj, add: Add) -> None:
-        _object_stamps(obj, add, fields)
-
-    return read
+    return _object_stamps  # its return value is for _pod_stamps
 
 
-def _object_stamps(obj: Obj, add: Add, fields: tuple[str, ...]) -> Obj | None:
+def _take(d: Obj, key: str, add: Add) -> None:
+    value = d.get(key)
+    if value is not None:
+        add(value)
+    elif key in d:
+        del d[key]
+
+
+def _object_stamps(obj: Obj, add: Add) -> Obj | None:
     """Creation and condition times; the status, if it is a mapping."""
     meta = obj.get("metadata")
     if meta.__class__ is dict:
-        add(meta.get("creationTimestamp"))
+        _take(meta, "creationTimestamp", add)
     status = obj.get("status")
     if status.__class__ is not dict:
         return None
     for cond in _list(status.get("conditions")):
         if cond.__class__ is dict:
-            for field in fields:
-                add(cond.get(field))
+            for field in _CONDITION_FIELDS:
+                _take(cond, field, add)
     return status
 
 
 def _pod_stamps(pod: Obj, add: Add) -> None:
-    status = _object_stamps(pod, add, _POD_CONDITION_FIELDS)
+    status = _object_stamps(pod, add)
     if status is None:
         return
-    add(status.get("startTime"))
+    _take(status, "startTime", add)
     for key in _STATUS_LISTS:
         for cstatus in _list(status.get(key)):
             if cstatus.__class__ is dict:
@@ -113,17 +112,17 @@ def _pod_stamps(pod: Obj, add: Add) -> None:
                     if state.__class__ is dict:
                         for detail in state.values():
                             if detail.__class__ is dict:
-                                add(detail.get("startedAt"))
-                                add(detail.get("finishedAt"))
+                                _take(detail, "startedAt", add)
+                                _take(detail, "finishedAt", add)
 
 
 def _event_stamps(ev: Obj, add: Add) -> None:
-    _object_stamps(ev, add, _CONDITION_FIELDS)
+    _object_stamps(ev, add)
     for field in _EVENT_FIELDS:
-        add(ev.get(field))
+        _take(ev, field, add)
     series = ev.get("series")
     if series.__class__ is dict:
-        add(series.get("lastObservedTime"))
+        _take(series, "lastObservedTime", add)
 
 
 def _list(value: Any) -> list[Any]:

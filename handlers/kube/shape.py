@@ -110,6 +110,11 @@ def _int(v: Any) -> None:
         raise _Bad("number out of range")
 
 
+def _any(v: Any) -> None:
+    """A field some handler reads but that is not checked here (a probe's command, a
+    claim's source): listed so that a snapshot keeps it (shape_types.py)."""
+
+
 def _any_scalar(v: Any) -> None:
     """A value shown as text (a ConfigMap entry, an env value): any scalar."""
     if v.__class__ in (dict, list):
@@ -266,6 +271,7 @@ _META = _fields({
 _CONDITIONS = _list(_fields({
     "type": _str, "status": _str, "reason": _str, "message": _str,
     "lastTransitionTime": _str, "lastHeartbeatTime": _str, "lastProbeTime": _str,
+    "lastUpdateTime": _str,
 }, cut=("message",)))
 _REQUIREMENTS = _list(_fields({"key": _str, "operator": _str, "values": _STRS}))
 _LABEL_SELECTOR = _fields({"matchLabels": _STR_MAP, "matchExpressions": _REQUIREMENTS})
@@ -292,7 +298,7 @@ _AFFINITY = _fields({
 })
 _TOLERATIONS = _list(_fields({
     "key": _str, "operator": _str, "value": _str, "effect": _str, "tolerationSeconds": _int}))
-_RESOURCES = _fields({"requests": _QUANTITIES, "limits": _QUANTITIES})
+_RESOURCES = _fields({"requests": _QUANTITIES, "limits": _QUANTITIES, "claims": _any})
 _SECURITY = _fields({
     "privileged": _bool, "runAsUser": _int, "runAsGroup": _int, "runAsNonRoot": _bool,
     "allowPrivilegeEscalation": _bool,
@@ -302,19 +308,21 @@ _SECURITY = _fields({
 _PORTS = _list(_fields({
     "containerPort": _int, "hostPort": _int, "protocol": _str, "hostIP": _str, "name": _str}))
 _CONTAINER = {"name": _str, "image": _str, "restartPolicy": _str, "resources": _RESOURCES,
-              "ports": _PORTS}
-# Settings read only from DaemonSet and other pod templates (device plugin checks): pods
-# are not checked for them, which keeps the pods of a large dump cheap to check.
+              "ports": _PORTS, "args": _any, "command": _any, "lifecycle": _any,
+              "startupProbe": _any, "env": _any, "volumeMounts": _any,
+              "securityContext": _any}
+# Settings checked only in DaemonSet and other pod templates (device plugin checks): pods
+# keep them unchecked, which keeps the pods of a large dump cheap to check.
 _TEMPLATE_CONTAINER = {
     **_CONTAINER,
-    "env": _list(_fields({"name": _str, "value": _str})),
+    "env": _list(_fields({"name": _str, "value": _str, "valueFrom": _any})),
     "volumeMounts": _list(_fields({
         "name": _str, "mountPath": _str, "readOnly": _bool, "subPath": _str})),
     "securityContext": _SECURITY,
 }
 _KEY_PATHS = _list(_fields({"key": _str, "path": _str}))
 _VOLUME = {
-    "name": _str,
+    "name": _str, "hostPath": _any, "configMap": _any, "projected": _any,
     "persistentVolumeClaim": _fields({"claimName": _str, "readOnly": _bool}),
     "ephemeral": _fields({"volumeClaimTemplate": _fields({
         "metadata": _fields({"labels": _STR_MAP, "annotations": _STR_MAP}),
@@ -343,6 +351,7 @@ def _pod_spec(container: dict[str, _Check], volume: dict[str, _Check],
         "ephemeralContainers": containers, "volumes": _list(_fields(volume)),
         "overhead": _QUANTITIES, "resources": _RESOURCES,
         "schedulingGates": _list(_fields({"name": _str})),
+        "resourceClaims": _any, "hostIPC": _any, "hostPID": _any, "securityContext": _any,
         "topologySpreadConstraints": _list(_fields({
             "maxSkew": _int, "topologyKey": _str, "whenUnsatisfiable": _str,
             "labelSelector": _LABEL_SELECTOR, "minDomains": _int})),
@@ -352,7 +361,7 @@ def _pod_spec(container: dict[str, _Check], volume: dict[str, _Check],
 
 _POD_SPEC = _pod_spec(_CONTAINER, _VOLUME, {})
 _TEMPLATE_SPEC = _pod_spec(_TEMPLATE_CONTAINER, _TEMPLATE_VOLUME,
-                           {"securityContext": _SECURITY})
+                           {"securityContext": _SECURITY, "hostIPC": _bool, "hostPID": _bool})
 _STATE = _fields({
     "waiting": _fields({"reason": _str, "message": _str}, cut=("message",)),
     "running": _fields({"startedAt": _str}),
@@ -368,7 +377,7 @@ _CONTAINER_STATUSES = _list(_fields({
 _POD_STATUS = _fields({
     "phase": _str, "reason": _str, "message": _str, "conditions": _CONDITIONS,
     "startTime": _str, "nominatedNodeName": _str, "qosClass": _str, "hostIP": _str,
-    "resize": _str,
+    "resize": _str, "resourceClaimStatuses": _any,
     "containerStatuses": _CONTAINER_STATUSES, "initContainerStatuses": _CONTAINER_STATUSES,
     "ephemeralContainerStatuses": _CONTAINER_STATUSES,
 }, cut=("message",))
@@ -389,7 +398,7 @@ _JOB_SPEC = _fields({
 })
 _EVENT_SOURCE = _fields({"component": _str, "host": _str})
 _INVOLVED = _fields({"kind": _str, "name": _str, "namespace": _str, "uid": _str,
-                     "fieldPath": _str, "apiVersion": _str})
+                     "fieldPath": _str, "apiVersion": _str, "resourceVersion": _str})
 
 
 def _kind(spec: dict[str, _Check], cut: tuple[str, ...] = ()) -> _Check:
@@ -399,7 +408,9 @@ def _kind(spec: dict[str, _Check], cut: tuple[str, ...] = ()) -> _Check:
 _OBJECT = _kind({})
 _WORKLOAD = _kind({
     "spec": _fields({"replicas": _int, "selector": _LABEL_SELECTOR, "template": _TEMPLATE,
-                     "suspend": _bool, "parallelism": _int, "completions": _int}),
+                     "suspend": _bool, "parallelism": _int, "completions": _int,
+                     "strategy": _any, "updateStrategy": _any,
+                     "volumeClaimTemplates": _any}),
     "status": _WORKLOAD_STATUS,
 })
 
@@ -407,12 +418,14 @@ _BY_KIND: dict[str, _Check] = {
     "Pod": _kind({"spec": _POD_SPEC, "status": _POD_STATUS}),
     "Node": _kind({
         "spec": _fields({"unschedulable": _bool, "providerID": _str, "podCIDR": _str,
+                         "podCIDRs": _any,
                          "taints": _list(_fields({"key": _str, "value": _str,
                                                   "effect": _str, "timeAdded": _str}))}),
         "status": _fields({
             "capacity": _QUANTITIES, "allocatable": _QUANTITIES, "conditions": _CONDITIONS,
             "nodeInfo": _STR_MAP,
             "addresses": _list(_fields({"type": _str, "address": _str})),
+            "daemonEndpoints": _any,
         }),
     }),
     "Event": _kind({
@@ -421,7 +434,7 @@ _BY_KIND: dict[str, _Check] = {
         "firstTimestamp": _str, "lastTimestamp": _str, "eventTime": _str,
         "deprecatedFirstTimestamp": _str, "deprecatedLastTimestamp": _str,
         "source": _EVENT_SOURCE, "deprecatedSource": _EVENT_SOURCE,
-        "reportingComponent": _str, "reportingController": _str,
+        "reportingComponent": _str, "reportingController": _str, "reportingInstance": _str,
         "series": _fields({"count": _int, "lastObservedTime": _str}),
     }, cut=("message", "note")),
     "Namespace": _kind({"status": _fields({"phase": _str})}),
@@ -496,6 +509,7 @@ _BY_KIND: dict[str, _Check] = {
 
 _FITS: dict[_Check, Callable[[Any], bool]] = {}
 _LEAVES: dict[_Check, str] = {
+    _any: "False",
     _str: "{v}.__class__ is not str",
     _name: "{v}.__class__ is not str or not {v} or len({v}) > MAX_NAME",
     _bool: "{v}.__class__ is not bool",
