@@ -307,10 +307,11 @@ _SECURITY = _fields({
 })
 _PORTS = _list(_fields({
     "containerPort": _int, "hostPort": _int, "protocol": _str, "hostIP": _str, "name": _str}))
+# A pod's command, args and env are read (CUDA versions, parallelism hints,
+# NVIDIA_VISIBLE_DEVICES), not checked.
 _CONTAINER = {"name": _str, "image": _str, "restartPolicy": _str, "resources": _RESOURCES,
-              "ports": _PORTS, "args": _any, "command": _any, "lifecycle": _any,
-              "startupProbe": _any, "env": _any, "volumeMounts": _any,
-              "securityContext": _any}
+              "ports": _PORTS, "args": _any, "command": _any,
+              "env": _list(_fields({"name": _any, "value": _any}))}
 # Settings checked only in DaemonSet and other pod templates (device plugin checks): pods
 # keep them unchecked, which keeps the pods of a large dump cheap to check.
 _TEMPLATE_CONTAINER = {
@@ -322,7 +323,7 @@ _TEMPLATE_CONTAINER = {
 }
 _KEY_PATHS = _list(_fields({"key": _str, "path": _str}))
 _VOLUME = {
-    "name": _str, "hostPath": _any, "configMap": _any, "projected": _any,
+    "name": _str, "hostPath": _fields({"path": _str, "type": _str}),
     "persistentVolumeClaim": _fields({"claimName": _str, "readOnly": _bool}),
     "ephemeral": _fields({"volumeClaimTemplate": _fields({
         "metadata": _fields({"labels": _STR_MAP, "annotations": _STR_MAP}),
@@ -331,7 +332,6 @@ _VOLUME = {
 }
 _TEMPLATE_VOLUME = {
     **_VOLUME,
-    "hostPath": _fields({"path": _str, "type": _str}),
     "configMap": _fields({"name": _str, "items": _KEY_PATHS}),
     "projected": _fields({"sources": _list(_fields({
         "configMap": _fields({"name": _str, "items": _KEY_PATHS})}))}),
@@ -351,7 +351,7 @@ def _pod_spec(container: dict[str, _Check], volume: dict[str, _Check],
         "ephemeralContainers": containers, "volumes": _list(_fields(volume)),
         "overhead": _QUANTITIES, "resources": _RESOURCES,
         "schedulingGates": _list(_fields({"name": _str})),
-        "resourceClaims": _any, "hostIPC": _any, "hostPID": _any, "securityContext": _any,
+        "resourceClaims": _any,
         "topologySpreadConstraints": _list(_fields({
             "maxSkew": _int, "topologyKey": _str, "whenUnsatisfiable": _str,
             "labelSelector": _LABEL_SELECTOR, "minDomains": _int})),

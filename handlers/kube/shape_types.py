@@ -29,8 +29,9 @@ from handlers.kube import shape as s
 
 # The kinds that make up the bulk of a large snapshot, whose tables list all that handlers
 # read of them (tests/test_snapshot_decode.py: every scenario gives the same findings
-# with and without). Other kinds are few objects each and are kept whole.
-PROJECTED = frozenset({"Pod", "Node", "Event", "ReplicaSet", "Deployment"})
+# with and without). Other kinds are kept whole: ReplicaSets and Deployments too, whose
+# pod templates are compared whole between revisions (handlers/rollout.py).
+PROJECTED = frozenset({"Pod", "Node", "Event"})
 
 # Quantity spellings the strict family takes: digits with a suffix, the mantissa short
 # enough for its suffix that the value stays below 1.2e18 (misfit's limit is 2**63,
