@@ -4,6 +4,7 @@ of the bundled snapshots, each with a few fields nulled or given values of other
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from bot.snapshot import load_snapshot
 from handlers.kube import shape
+from handlers.view import ViewError
 
 ROOT = Path(__file__).resolve().parents[1]
 ODD_VALUES = [None, 0, -1, 2**64, 1.5, float("nan"), True, "", "x", "1.5x", "1e400", "8",
@@ -26,10 +28,19 @@ def _objects() -> list[dict[str, Any]]:
     for snapshot in sorted((ROOT / "examples").iterdir()):
         if snapshot.is_dir() or snapshot.suffix in (".json", ".yaml"):
             view = load_snapshot(snapshot)
+            read_every_kind(view)
             for objs in view._raw.values():
                 for obj in objs:
                     seen.setdefault(repr(obj), obj)
     return list(seen.values())
+
+
+def read_every_kind(view: Any) -> None:
+    """Asks for every kind, so that a dump's files read on first ask (ReplicaSets,
+    Deployments) are read."""
+    for kind in view.kinds:
+        with contextlib.suppress(ViewError):
+            view.list(kind)
 
 
 OBJECTS = _objects()

@@ -21,7 +21,7 @@ from handlers.kube.shape_types import NULLABLE, PROJECTED, QUANTITY
 from handlers.view import Obj
 from tests.scenarios import Scenario, load_scenarios
 from tests.test_scenarios import run_on
-from tests.test_shape_fast_path import ODD_VALUES, _paths, _set
+from tests.test_shape_fast_path import ODD_VALUES, _paths, _set, read_every_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = load_scenarios()
@@ -41,7 +41,9 @@ def _objects() -> list[Obj]:
     seen: dict[str, Obj] = {}
     for snapshot in [*sorted((ROOT / "examples").iterdir()), *(s.snapshot for s in SCENARIOS)]:
         if snapshot.is_dir() or snapshot.suffix in (".json", ".yaml"):
-            for kind, objs in _whole(snapshot)._raw.items():
+            view = _whole(snapshot)
+            read_every_kind(view)
+            for kind, objs in view._raw.items():
                 if kind in PROJECTED:
                     for obj in objs:
                         seen.setdefault(repr(obj), obj)

@@ -39,10 +39,14 @@ from .model import (
     LoadProblem,
     SnapshotError,
 )
-from .timestamps import stamp_reader
+from .timestamps import UNSTAMPED_KINDS, stamp_reader
 from .view import SnapshotView
 
 # Not snapshots even when they quote Kubernetes YAML; skipped unread.
+# A dump's lists of these are read on first ask (``_Loader._defer``): one object per
+# rollout revision, and a diagnosis reads those of one workload, or none. Their
+# timestamps do not count towards the snapshot's "now", whenever they are read.
+DEFERRED_KINDS = UNSTAMPED_KINDS
 _DOC_SUFFIXES = (".md", ".markdown", ".rst", ".html", ".htm")
 _LOG_SUFFIXES = (".txt", ".log")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -96,7 +100,19 @@ def load_snapshot(path: str | Path, *, stdin: BinaryIO | None = None,
         configz=loader.configz,
         manifest=loader.manifest,
         from_dump=loader.from_dump,
+        deferred=loader.deferred,
+        read_deferred=read_deferred,
     )
+
+
+def read_deferred(paths: list[Path]) -> tuple[dict[str, list[Obj]], list[LoadProblem],
+                                               list[str]]:
+    """The objects, problems and files of dump files load_snapshot left for later."""
+    loader = _Loader()
+    with _no_cyclic_gc(), _heap_kept():
+        for path in paths:
+            loader.load_file(path)
+    return loader.objects, loader.problems, loader.files
 
 
 @contextmanager
@@ -199,6 +215,8 @@ class _Loader:
     progress: Callable[[int, int], None] | None = None
     _read_files: int = 0
     _read_bytes: int = 0
+    # kind -> dump files of DEFERRED_KINDS, read when a diagnosis first asks for the kind
+    deferred: dict[str, list[Path]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.logs = LogStore(self.problems)
@@ -221,7 +239,8 @@ class _Loader:
         pods_before = len(self.objects.get("Pod", ()))
         for entry in entries:
             if _is_file(entry):
-                self.load_file(Path(entry.path))
+                if not self._defer(Path(entry.path)):
+                    self.load_file(Path(entry.path))
             elif entry.is_symlink() and not os.path.exists(entry.path):
                 self._problem(entry.path, None, "cannot read: broken symbolic link")
         # DIR/<ns>/<pod>/ holds only that pod's logs: read them when asked for. A dump of
@@ -232,6 +251,25 @@ class _Loader:
         for entry in entries:
             if entry.name not in pod_dirs and _is_dir(entry):
                 self.load_dir(Path(entry.path))
+
+    def _defer(self, path: Path) -> bool:
+        """Leave a dump's DIR/<ns>/replicasets.json (or deployments.json) for later when
+        its head says it is that list: most diagnoses read few or none of them."""
+        ctx = _FileContext.of(path)
+        kind = ctx.file_kind
+        if kind not in DEFERRED_KINDS or ctx.namespace is None:
+            return False
+        try:
+            with open(path, "rb") as f:
+                head = _TYPED_LIST.match(f.read(256))
+        except OSError:
+            return False  # read now, and say why it could not be
+        if head is None or head.group(1).decode() != kind:
+            return False
+        self.deferred.setdefault(kind, []).append(path)
+        self.kinds.add(kind)
+        self.from_dump = True  # a typed list in a namespace's directory: a dump's
+        return True
 
     def _pods_loaded_since(self, start: int, namespace: str) -> set[str]:
         pods = self.objects.get("Pod", [])[start:]

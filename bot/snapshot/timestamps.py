@@ -74,29 +74,47 @@ def stamp_reader(kind: str) -> Callable[[Obj, Add], object]:
         return _pod_stamps
     if kind == "Event":
         return _event_stamps
+    if kind in UNSTAMPED_KINDS:
+        return _no_stamps
     return _object_stamps  # its return value is for _pod_stamps
 
 
-def _take(d: Obj, key: str, add: Add) -> None:
-    value = d.get(key)
-    if value is not None:
-        add(value)
-    elif key in d:
-        del d[key]
+# A rollout's own times follow its pods' and events' (the snapshot's loader reads these
+# kinds' dump files only when asked, so "now" must not depend on them).
+UNSTAMPED_KINDS = frozenset({"ReplicaSet", "Deployment"})
+
+
+def _no_stamps(obj: Obj, add: Add) -> None:
+    """Nothing to add, and no null to drop: these kinds are not decoded, misfit() dropped
+    their nulls."""
+
+
+def _take(d: Obj, fields: tuple[str, ...], add: Add) -> None:
+    for key in fields:
+        value = d.get(key)
+        if value is not None:
+            add(value)
+        elif key in d:
+            del d[key]
+
+
+_CREATED = ("creationTimestamp",)
+_STARTED = ("startTime",)
+_STATE_FIELDS = ("startedAt", "finishedAt")
+_SERIES_FIELDS = ("lastObservedTime",)
 
 
 def _object_stamps(obj: Obj, add: Add) -> Obj | None:
     """Creation and condition times; the status, if it is a mapping."""
     meta = obj.get("metadata")
     if meta.__class__ is dict:
-        _take(meta, "creationTimestamp", add)
+        _take(meta, _CREATED, add)
     status = obj.get("status")
     if status.__class__ is not dict:
         return None
     for cond in _list(status.get("conditions")):
         if cond.__class__ is dict:
-            for field in _CONDITION_FIELDS:
-                _take(cond, field, add)
+            _take(cond, _CONDITION_FIELDS, add)
     return status
 
 
@@ -104,7 +122,7 @@ def _pod_stamps(pod: Obj, add: Add) -> None:
     status = _object_stamps(pod, add)
     if status is None:
         return
-    _take(status, "startTime", add)
+    _take(status, _STARTED, add)
     for key in _STATUS_LISTS:
         for cstatus in _list(status.get(key)):
             if cstatus.__class__ is dict:
@@ -112,17 +130,15 @@ def _pod_stamps(pod: Obj, add: Add) -> None:
                     if state.__class__ is dict:
                         for detail in state.values():
                             if detail.__class__ is dict:
-                                _take(detail, "startedAt", add)
-                                _take(detail, "finishedAt", add)
+                                _take(detail, _STATE_FIELDS, add)
 
 
 def _event_stamps(ev: Obj, add: Add) -> None:
     _object_stamps(ev, add)
-    for field in _EVENT_FIELDS:
-        _take(ev, field, add)
+    _take(ev, _EVENT_FIELDS, add)
     series = ev.get("series")
     if series.__class__ is dict:
-        _take(series, "lastObservedTime", add)
+        _take(series, _SERIES_FIELDS, add)
 
 
 def _list(value: Any) -> list[Any]:

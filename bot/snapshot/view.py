@@ -8,8 +8,10 @@ command pays only for what it reads.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from handlers.kube.selectors import (
@@ -31,6 +33,11 @@ from .timestamps import newest
 
 _FieldReqs = tuple[tuple[str, str, str], ...]
 _EventIndex = dict[tuple[str, str], list[tuple[str, Obj]]]  # (kind, name) -> (namespace, event)
+# Reads files load_snapshot left for later: their objects by kind, problems, and the files
+# that gave objects.
+ReadDeferred = Callable[[builtins.list[Path]],
+                        tuple[dict[str, builtins.list[Obj]], builtins.list[LoadProblem],
+                              builtins.list[str]]]
 
 
 # Kinds whose absence changes a verdict (no quota, no RuntimeClass): when a snapshot holds
@@ -63,8 +70,9 @@ class SnapshotView:
     """A read-only cluster as a snapshot saw it. Objects are the loaded dicts themselves:
     callers must not change them.
 
-    ``problems`` lists what could not be read; pod log directories are read on first ask,
-    so their problems join the list then. ``files`` are the files that gave objects or logs.
+    ``problems`` lists what could not be read; pod log directories, and a dump's lists of
+    ReplicaSets and Deployments (``deferred``), are read on first ask, so their problems
+    join the list then. ``files`` are the files that gave objects or logs.
     """
 
     def __init__(
@@ -80,6 +88,8 @@ class SnapshotView:
         configz: dict[str, tuple[Obj, str]] | None = None,
         manifest: Manifest | None = None,
         from_dump: bool = False,
+        deferred: dict[str, builtins.list[Path]] | None = None,
+        read_deferred: ReadDeferred | None = None,
     ) -> None:
         self.path = path
         self.problems = problems
@@ -99,6 +109,9 @@ class SnapshotView:
         self._stamps = stamps  # every object's (timestamps.stamp_reader), for now()
         self._now: datetime | None = None
         self._label_indexes: dict[str, LabelIndex] = {}
+        self._deferred = dict(deferred or {})
+        self._read_deferred = read_deferred
+        self._reading = threading.Lock()  # a served snapshot is read by many threads
         # A snapshot is one cluster state for ever: what diagnoses work out from its objects
         # holds as long as the view (handlers/memo.py).
         self.memos = Memos()
@@ -207,8 +220,10 @@ class SnapshotView:
         return "" if kind in CLUSTER_SCOPED else namespace or "default"
 
     def _all(self, kind: str) -> builtins.list[Obj]:
-        """Objects of a kind, one per (namespace, name): a later file wins over an earlier."""
+        """Objects of a kind, one per (namespace, name): a later file wins over an earlier
+        (a deferred file over any other)."""
         if kind not in self._unique:
+            self._read_later_files(kind)
             objs = self._raw.get(kind, [])
             if kind == "Event":
                 for ev in objs:
@@ -221,6 +236,17 @@ class SnapshotView:
             # diagnosis reads the same from a snapshot as from a live cluster.
             self._unique[kind] = [names[k] for k in sorted(names)]
         return self._unique[kind]
+
+    def _read_later_files(self, kind: str) -> None:
+        with self._reading:
+            paths = self._deferred.pop(kind, None)
+            if not paths or self._read_deferred is None:
+                return
+            objects, problems, files = self._read_deferred(paths)
+            for k, objs in objects.items():
+                self._raw.setdefault(k, []).extend(objs)
+            self.problems.extend(problems)
+            self.files.extend(files)
 
     def _names(self, kind: str) -> dict[tuple[str, str], Obj]:
         self._all(kind)
