@@ -16,6 +16,12 @@ _NEVER = datetime.min.replace(tzinfo=UTC)
 def normalise_event(ev: Obj) -> None:
     """Fill ``involvedObject``, ``message``, ``count``, ``firstTimestamp``,
     ``lastTimestamp`` and ``source.component`` when missing or null, in place."""
+    source = ev.get("source")
+    if (ev.get("lastTimestamp") and ev.get("firstTimestamp")
+            and ev.get("count").__class__ is int and ev.get("message") is not None
+            and ev.get("involvedObject").__class__ is dict
+            and source.__class__ is dict and source.get("component")):
+        return  # a core/v1 Event as the API server writes it: nothing to fill
     raw_series = ev.get("series")
     series: dict[str, Any] = raw_series if isinstance(raw_series, dict) else {}
     if not isinstance(ev.get("involvedObject"), dict) and isinstance(ev.get("regarding"), dict):

@@ -263,7 +263,7 @@ _QUANTITIES = _quantities
 
 _META = _fields({
     "name": _name, "namespace": _name, "uid": _str, "generateName": _str,
-    "resourceVersion": _str, "creationTimestamp": _str, "deletionTimestamp": _str,
+    "creationTimestamp": _str, "deletionTimestamp": _str,
     "labels": _STR_MAP, "annotations": _STR_MAP,
     "ownerReferences": _list(_fields({
         "kind": _str, "name": _str, "uid": _str, "apiVersion": _str, "controller": _bool})),
@@ -370,7 +370,7 @@ _STATE = _fields({
         "startedAt": _str, "finishedAt": _str}, cut=("message",)),
 })
 _CONTAINER_STATUSES = _list(_fields({
-    "name": _str, "image": _str, "imageID": _str, "ready": _bool, "started": _bool,
+    "name": _str, "image": _str, "ready": _bool, "started": _bool,
     "restartCount": _int, "state": _STATE, "lastState": _STATE,
     "resources": _RESOURCES, "allocatedResources": _QUANTITIES,
 }))
@@ -398,7 +398,7 @@ _JOB_SPEC = _fields({
 })
 _EVENT_SOURCE = _fields({"component": _str, "host": _str})
 _INVOLVED = _fields({"kind": _str, "name": _str, "namespace": _str, "uid": _str,
-                     "fieldPath": _str, "apiVersion": _str, "resourceVersion": _str})
+                     "fieldPath": _str, "apiVersion": _str})
 
 
 def _kind(spec: dict[str, _Check], cut: tuple[str, ...] = ()) -> _Check:
@@ -418,14 +418,12 @@ _BY_KIND: dict[str, _Check] = {
     "Pod": _kind({"spec": _POD_SPEC, "status": _POD_STATUS}),
     "Node": _kind({
         "spec": _fields({"unschedulable": _bool, "providerID": _str, "podCIDR": _str,
-                         "podCIDRs": _any,
                          "taints": _list(_fields({"key": _str, "value": _str,
                                                   "effect": _str, "timeAdded": _str}))}),
         "status": _fields({
             "capacity": _QUANTITIES, "allocatable": _QUANTITIES, "conditions": _CONDITIONS,
             "nodeInfo": _STR_MAP,
             "addresses": _list(_fields({"type": _str, "address": _str})),
-            "daemonEndpoints": _any,
         }),
     }),
     "Event": _kind({
@@ -434,7 +432,7 @@ _BY_KIND: dict[str, _Check] = {
         "firstTimestamp": _str, "lastTimestamp": _str, "eventTime": _str,
         "deprecatedFirstTimestamp": _str, "deprecatedLastTimestamp": _str,
         "source": _EVENT_SOURCE, "deprecatedSource": _EVENT_SOURCE,
-        "reportingComponent": _str, "reportingController": _str, "reportingInstance": _str,
+        "reportingComponent": _str, "reportingController": _str,
         "series": _fields({"count": _int, "lastObservedTime": _str}),
     }, cut=("message", "note")),
     "Namespace": _kind({"status": _fields({"phase": _str})}),
