@@ -24,6 +24,7 @@ from bot.cliview import (
     EXIT_USAGE,
     MACHINE_OUTPUTS,
     PROGRESS_DELAY,
+    hold_until_exit,
 )
 from bot.durations import parse_duration
 from bot.progress import Progress
@@ -345,6 +346,7 @@ def entry() -> None:
     tearing down its heap, so the cycle collector (which rescans every object read, ~40%
     of a cold diagnosis of a large cluster) is off, and exit skips freeing objects."""
     gc.disable()
+    hold_until_exit()
     if sys.argv[1:2] == ["__complete"]:  # a TAB in a shell (bot/complete.py): never in --help
         from bot.complete import main as complete
 

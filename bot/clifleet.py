@@ -18,7 +18,7 @@ import difflib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, BinaryIO, TextIO
 
-from bot.cliview import CliUsage, open_view
+from bot.cliview import CliUsage, held, open_view
 from bot.fleet import ClusterHandle, Fleet
 from bot.fleet.merge import ALL_CLUSTERS
 
@@ -92,7 +92,7 @@ def open_cli_fleet(args: argparse.Namespace, settings: Settings | None, err: Tex
         if one.snapshot:
             from bot.snapshot import load_snapshot
 
-            return load_snapshot(one.snapshot, progress=progress.files), None, lambda: None
+            return held(load_snapshot(one.snapshot, progress=progress.files)), None, lambda: None
         from bot.live import open_live_view
 
         live = open_live_view(one.kubeconfig, one.context, timeout=timeout)

@@ -102,6 +102,20 @@ def test_nodes_json_ledger() -> None:
     assert all(r["free"] == max(r["allocatable"] - r["allocated"], 0) for r in rows)
 
 
+def test_views_are_held_only_for_a_process_that_exits_without_freeing() -> None:
+    from bot import cliview
+
+    assert run("nodes", "--snapshot", str(TAINT), "-o", "json")[0] == EXIT_OK
+    assert cliview._HELD is None  # main() in a library or a test keeps nothing
+    kept = cliview._HELD
+    try:
+        cliview.hold_until_exit()  # what entry() does before it calls main()
+        assert run("nodes", "--snapshot", str(TAINT), "-o", "json")[0] == EXIT_OK
+        assert [type(v).__name__ for v in cliview._HELD or []] == ["SnapshotView"]
+    finally:
+        cliview._HELD = kept
+
+
 def test_module_entry_point_runs() -> None:
     proc = subprocess.run([sys.executable, "-m", "bot.cli", "nodes", "--snapshot", str(TAINT),
                            "-o", "json"], capture_output=True, text=True, timeout=60)
