@@ -29,12 +29,7 @@ SCENARIOS = load_scenarios()
 
 def _whole(path: Path) -> Any:
     """The snapshot at ``path`` with no object cut down."""
-    kept = snapshot_loader.PROJECTED
-    snapshot_loader.PROJECTED = frozenset()
-    try:
-        return load_snapshot(path)
-    finally:
-        snapshot_loader.PROJECTED = kept
+    return load_snapshot(path, whole=True)
 
 
 def _objects() -> list[Obj]:
@@ -163,3 +158,17 @@ def test_cut_down_objects_give_the_findings_of_whole_ones(s: Scenario) -> None:
     assert [f.to_json() for f in cut.findings] == [f.to_json() for f in whole.findings]
     assert [n.to_json() for n in cut.nodes] == [n.to_json() for n in whole.nodes]
     assert cut.unchecked == whole.unchecked
+
+
+def test_whole_keeps_every_field_and_the_default_only_those_read(tmp_path: Path) -> None:
+    pod = {"metadata": {"name": "p", "namespace": "ml"},
+           "spec": {"containers": [{"name": "c", "image": "x", "env": [{"name": "A", "value": "1"}],
+                                    "livenessProbe": {"exec": {"command": ["true"]}}}]},
+           "status": {"phase": "Running", "podIP": "10.0.0.1"}}
+    (tmp_path / "pods.json").write_text(_dumps({"kind": "PodList", "items": [pod]}).decode())
+    cut = load_snapshot(tmp_path).list("Pod")[0]
+    whole = load_snapshot(tmp_path, whole=True).list("Pod")[0]
+    assert "livenessProbe" not in cut["spec"]["containers"][0] and "podIP" not in cut["status"]
+    assert cut["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]
+    assert whole["spec"]["containers"][0]["livenessProbe"] == {"exec": {"command": ["true"]}}
+    assert whole["status"]["podIP"] == "10.0.0.1"

@@ -132,7 +132,8 @@ def _open(source: str | None, kubeconfig: str | None, context: str | None, timeo
     if source:
         from bot.snapshot import load_snapshot
 
-        return load_snapshot(source, progress=progress.files)
+        # Whole objects, as from a live cluster: a snapshot is read by later releases too.
+        return load_snapshot(source, progress=progress.files, whole=True)
     from bot.live import open_live_view
 
     live = open_live_view(kubeconfig, context, timeout=timeout)

@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -61,11 +62,14 @@ _UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")  # PowerShell 5 `>` writes UTF-16
 
 
 def load_snapshot(path: str | Path, *, stdin: BinaryIO | None = None,
-                  progress: Callable[[int, int], None] | None = None) -> SnapshotView:
+                  progress: Callable[[int, int], None] | None = None,
+                  whole: bool = False) -> SnapshotView:
     """Read a snapshot file or directory (``-``: ``stdin``, default the process's).
-    ``progress(files, bytes)`` is called after each file read. Raises SnapshotError when
-    there is nothing."""
-    loader = _Loader(progress=progress)
+    ``progress(files, bytes)`` is called after each file read. Objects of the bulk kinds
+    hold only the fields handlers read (handlers/kube/shape_types.py) unless ``whole``
+    (``gpubot snapshot`` copying one: later releases may read more). Raises SnapshotError
+    when there is nothing."""
+    loader = _Loader(progress=progress, whole=whole)
     if str(path) == "-":
         stream = stdin if stdin is not None else sys.stdin.buffer
         data = stream.read(MAX_INFLATED + 1)
@@ -101,14 +105,14 @@ def load_snapshot(path: str | Path, *, stdin: BinaryIO | None = None,
         manifest=loader.manifest,
         from_dump=loader.from_dump,
         deferred=loader.deferred,
-        read_deferred=read_deferred,
+        read_deferred=partial(read_deferred, whole=whole),
     )
 
 
-def read_deferred(paths: list[Path]) -> tuple[dict[str, list[Obj]], list[LoadProblem],
-                                               list[str]]:
+def read_deferred(paths: list[Path], *, whole: bool = False
+                  ) -> tuple[dict[str, list[Obj]], list[LoadProblem], list[str]]:
     """The objects, problems and files of dump files load_snapshot left for later."""
-    loader = _Loader()
+    loader = _Loader(whole=whole)
     with _no_cyclic_gc(), _heap_kept():
         for path in paths:
             loader.load_file(path)
@@ -213,6 +217,7 @@ class _Loader:
     from_dump: bool = False
     _seen_dirs: set[str] = field(default_factory=set)
     progress: Callable[[int, int], None] | None = None
+    whole: bool = False  # keep every field of every object (load_snapshot's ``whole``)
     _read_files: int = 0
     _read_bytes: int = 0
     # kind -> dump files of DEFERRED_KINDS, read when a diagnosis first asks for the kind
@@ -372,7 +377,8 @@ class _Loader:
         of any large snapshot), decoded into those fields only; False when the document is
         anything else or has an object that does not fit, and must go the careful way."""
         typed = _TYPED_LIST.match(data) or _GET_LIST.match(data)
-        if typed is None or (kind := typed.group(1).decode()) not in PROJECTED:
+        if (self.whole or typed is None
+                or (kind := typed.group(1).decode()) not in PROJECTED):
             return False
         list_kind = f"{kind}List" if typed.re is _TYPED_LIST else "List"
         try:
@@ -511,7 +517,7 @@ class _Loader:
         namespace = None if kind in CLUSTER_SCOPED else ctx.namespace or "default"
         kept = len(bucket)
         read_stamps, add_stamp = stamp_reader(kind), self.stamps.add
-        projected = kind in PROJECTED
+        projected = kind in PROJECTED and not self.whole
         for number, item in enumerate(items, 1):
             meta = item.get("metadata") if item.__class__ is dict else None
             if (
@@ -566,7 +572,7 @@ class _Loader:
         if "kind" not in obj or not obj["kind"]:
             obj["kind"] = kind
         bad = misfit(obj)
-        if bad is None and kind in PROJECTED:
+        if bad is None and kind in PROJECTED and not self.whole:
             obj, bad = _project(obj)
             meta = obj["metadata"]
         if bad is not None:
