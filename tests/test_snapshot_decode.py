@@ -48,7 +48,7 @@ def _objects() -> list[Obj]:
 OBJECTS = _objects()
 
 
-def _read(obj: Obj, *, fast: bool) -> tuple[list[Obj], list[str], set[Any]]:
+def _read(obj: Obj, *, fast: bool) -> tuple[list[Obj], list[str], set[Any], bool, set[str]]:
     """What the loader keeps of a one-item list of ``obj``: decoded (``fast``), or with
     ``apiVersion`` first, a head the decoder does not take, so the careful way."""
     kind = obj["kind"]
@@ -58,7 +58,7 @@ def _read(obj: Obj, *, fast: bool) -> tuple[list[Obj], list[str], set[Any]]:
     loader = snapshot_loader._Loader()
     loader.load_bytes(Path("objects.json"), _dumps(doc))
     return (loader.objects.get(kind, []), [p.message for p in loader.problems],
-            loader.stamps)
+            loader.stamps, loader.from_dump, loader.kinds)
 
 
 def _decodes(obj: Obj) -> bool:
@@ -73,8 +73,23 @@ def _dumps(doc: Obj) -> bytes:
     return json.dumps(doc, indent=4).encode()
 
 
+def _read_get_list(obj: Obj, *, fast: bool) -> tuple[list[Obj], list[str], set[Any]]:
+    """The same as ``kubectl get -o json`` prints it (a ``List``, keys sorted); with its
+    ``kind`` first, a head the decoder does not take."""
+    item = {"apiVersion": "v1", "kind": obj["kind"],
+            **{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}}
+    doc = ({"apiVersion": "v1", "items": [item], "kind": "List"} if fast
+           else {"kind": "List", "apiVersion": "v1", "items": [item]})
+    loader = snapshot_loader._Loader()
+    loader.load_bytes(Path("objects.json"), _dumps(doc))
+    return loader.objects.get(obj["kind"], []), [p.message for p in loader.problems], \
+        loader.stamps
+
+
 def _same_both_ways(obj: Obj) -> None:
     assert _read(copy.deepcopy(obj), fast=True) == _read(copy.deepcopy(obj), fast=False)
+    assert _read_get_list(copy.deepcopy(obj), fast=True) == \
+        _read_get_list(copy.deepcopy(obj), fast=False)
 
 
 def test_every_bundled_object_decodes_to_what_the_careful_way_keeps() -> None:
@@ -82,6 +97,13 @@ def test_every_bundled_object_decodes_to_what_the_careful_way_keeps() -> None:
     for obj in OBJECTS:
         assert _decodes(copy.deepcopy(obj)), obj["metadata"]["name"]
         _same_both_ways(obj)
+    pod = next(o for o in OBJECTS if o["kind"] == "Pod")
+    loader = snapshot_loader._Loader()
+    ctx = snapshot_loader._FileContext("objects.json", None, None)
+    item = {"apiVersion": "v1", "kind": "Pod",
+            **{k: v for k, v in pod.items() if k not in ("apiVersion", "kind")}}
+    get_list = {"apiVersion": "v1", "items": [item], "kind": "List"}
+    assert loader._read_typed(ctx, _dumps(get_list))  # kubectl get -o json: decoded too
 
 
 @settings(max_examples=400, deadline=None)
@@ -104,7 +126,7 @@ def test_a_null_in_any_listed_field_is_dropped(path: tuple[Any, ...]) -> None:
     pod = copy.deepcopy(next(o for o in OBJECTS if o["kind"] == "Pod"
                              and o["spec"]["containers"][0].get("command")))
     _set(pod, path, None)
-    kept, problems, _ = _read(pod, fast=True)
+    kept, problems, *_ = _read(pod, fast=True)
     assert kept and not problems
     assert path[-1] not in _at(kept[0], path[:-1])
     _same_both_ways(pod)
@@ -132,7 +154,7 @@ def test_a_null_timestamp_anywhere_in_the_tables_is_dropped(kind: str) -> None:
     obj = _with_null_stamps(shape._BY_KIND[kind])
     obj["kind"], obj["metadata"]["name"] = kind, "a"
     assert _decodes(copy.deepcopy(obj))
-    kept, problems, _ = _read(obj, fast=True)
+    kept, problems, *_ = _read(obj, fast=True)
     assert kept and not problems
     assert all(value is not None for path in _paths(kept[0])
                for value in [_at(kept[0], path)])

@@ -43,11 +43,11 @@ from .model import (
 from .timestamps import UNSTAMPED_KINDS, stamp_reader
 from .view import SnapshotView
 
-# Not snapshots even when they quote Kubernetes YAML; skipped unread.
 # A dump's lists of these are read on first ask (``_Loader._defer``): one object per
 # rollout revision, and a diagnosis reads those of one workload, or none. Their
 # timestamps do not count towards the snapshot's "now", whenever they are read.
 DEFERRED_KINDS = UNSTAMPED_KINDS
+# Not snapshots even when they quote Kubernetes YAML; skipped unread.
 _DOC_SUFFIXES = (".md", ".markdown", ".rst", ".html", ".htm")
 _LOG_SUFFIXES = (".txt", ".log")
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -392,7 +392,7 @@ class _Loader:
             return False
         ctx.documents += 1
         ctx.is_kubernetes = True
-        if list_kind in DUMP_KINDS:
+        if list_kind != "List" and kind in DUMP_KINDS:
             self.from_dump = True
         self.kinds.add(kind)
         api = doc.get("apiVersion") if list_kind != "List" else None
