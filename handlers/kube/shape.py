@@ -5,8 +5,11 @@ misbehaving server. ``misfit(obj)`` checks the fields any handler reads (``spec.
 is a list of mappings, a request is a quantity that parses to a finite, sane number, a
 label value is a string, ...) and returns the first field that does not fit; the snapshot
 loader and the live view skip such an object and list it under "not read", so handlers
-may trust every object they are given. Only the fields listed here are checked: anything
-else in an object is never read.
+may trust every object they are given. Only the fields listed here are checked.
+
+For Pods, Nodes and Events the tables also list every field handlers read (some unchecked:
+``_any``), and a snapshot keeps nothing else of them (``shape_types.py``): a handler that
+starts reading another field of those kinds adds it here.
 
 Kubernetes JSON writes an unset field as ``null`` or leaves it out; a ``null`` among the
 fields below is removed (in place), so that ``obj.get("spec", {})`` holds.
@@ -111,8 +114,8 @@ def _int(v: Any) -> None:
 
 
 def _any(v: Any) -> None:
-    """A field some handler reads but that is not checked here (a probe's command, a
-    claim's source): listed so that a snapshot keeps it (shape_types.py)."""
+    """A field some handler reads but that is not checked here (a container's args, a
+    pod's resourceClaims): listed so that a snapshot keeps it (shape_types.py)."""
 
 
 def _any_scalar(v: Any) -> None:
@@ -271,7 +274,6 @@ _META = _fields({
 _CONDITIONS = _list(_fields({
     "type": _str, "status": _str, "reason": _str, "message": _str,
     "lastTransitionTime": _str, "lastHeartbeatTime": _str, "lastProbeTime": _str,
-    "lastUpdateTime": _str,
 }, cut=("message",)))
 _REQUIREMENTS = _list(_fields({"key": _str, "operator": _str, "values": _STRS}))
 _LABEL_SELECTOR = _fields({"matchLabels": _STR_MAP, "matchExpressions": _REQUIREMENTS})
@@ -316,7 +318,7 @@ _CONTAINER = {"name": _str, "image": _str, "restartPolicy": _str, "resources": _
 # keep them unchecked, which keeps the pods of a large dump cheap to check.
 _TEMPLATE_CONTAINER = {
     **_CONTAINER,
-    "env": _list(_fields({"name": _str, "value": _str, "valueFrom": _any})),
+    "env": _list(_fields({"name": _str, "value": _str})),
     "volumeMounts": _list(_fields({
         "name": _str, "mountPath": _str, "readOnly": _bool, "subPath": _str})),
     "securityContext": _SECURITY,
@@ -361,7 +363,7 @@ def _pod_spec(container: dict[str, _Check], volume: dict[str, _Check],
 
 _POD_SPEC = _pod_spec(_CONTAINER, _VOLUME, {})
 _TEMPLATE_SPEC = _pod_spec(_TEMPLATE_CONTAINER, _TEMPLATE_VOLUME,
-                           {"securityContext": _SECURITY, "hostIPC": _bool, "hostPID": _bool})
+                           {"securityContext": _SECURITY})
 _STATE = _fields({
     "waiting": _fields({"reason": _str, "message": _str}, cut=("message",)),
     "running": _fields({"startedAt": _str}),
@@ -408,9 +410,7 @@ def _kind(spec: dict[str, _Check], cut: tuple[str, ...] = ()) -> _Check:
 _OBJECT = _kind({})
 _WORKLOAD = _kind({
     "spec": _fields({"replicas": _int, "selector": _LABEL_SELECTOR, "template": _TEMPLATE,
-                     "suspend": _bool, "parallelism": _int, "completions": _int,
-                     "strategy": _any, "updateStrategy": _any,
-                     "volumeClaimTemplates": _any}),
+                     "suspend": _bool, "parallelism": _int, "completions": _int}),
     "status": _WORKLOAD_STATUS,
 })
 

@@ -50,7 +50,6 @@ NULLABLE = frozenset({
     "creationTimestamp", "lastTransitionTime", "lastHeartbeatTime", "lastProbeTime",
     "startTime", "startedAt", "finishedAt", "lastTimestamp", "firstTimestamp", "eventTime",
     "deprecatedLastTimestamp", "deprecatedFirstTimestamp", "lastObservedTime",
-    "lastUpdateTime",
 })
 _INT64 = msgspec.Meta(ge=-(2**63), le=2**63 - 1)
 _STRICT_QUANTITY = Union[  # noqa: UP007 (msgspec reads typing unions)
