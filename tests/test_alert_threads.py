@@ -109,3 +109,39 @@ def test_a_diagnosis_lost_to_a_slack_failure_is_posted_on_the_retry(tmp_path: Pa
     assert len([p for p in slack.posts if p[1] is None]) == 1  # one card
     assert [p for p in slack.posts if p[1] is not None]  # and, on the retry, its diagnosis
     store.close()
+
+
+def test_the_same_group_key_from_two_clusters_stays_two_groups_while_queued(
+        tmp_path: Path) -> None:
+    import json
+
+    slack = RecordingSlack()
+    store = SqliteStore(str(tmp_path / "state.db"))
+    release = threading.Event()
+
+    def diagnose(cmd: Command, channel: str) -> Diagnosis:
+        return finish(Diagnosis(cmd.name, cmd.line()))
+
+    threads = AlertThreads(store, SlackPort(slack.post, slack.update), Renderer(), diagnose,
+                           lambda cmd, diag: Renderer().render(diag, argv=cmd.argv()),
+                           cluster_label="cluster")
+
+    def handle(group: Any, channel: str) -> None:
+        release.wait(10)  # both webhooks arrive while the workers are busy
+        threads.handle(group, channel)
+
+    notifier = AlertNotifier(handle, workers=1, retry_delay=0.05, key_of=threads.key_of)
+    blocker = parse(json.dumps(webhook([alert("GPUXidErrors", Hostname="n0")], key="other"))
+                    .encode())
+    assert notifier.submit(blocker, "C0OTHER")  # takes the one worker
+    for cluster, channel in (("train", "C0TRAIN"), ("lab", "C0LAB")):
+        body = webhook([alert("GPUPodPendingTooLong", namespace="ml-team", pod="train-0",
+                              cluster=cluster)], key="same")
+        assert notifier.submit(parse(json.dumps(body).encode()), channel)
+    release.set()
+    assert notifier.idle(20)
+    notifier.close()
+    cards = {(channel, text.split(":")[0]) for channel, ts, text in slack.posts if ts is None}
+    assert ("C0TRAIN", "FIRING GPUPodPendingTooLong · cluster train") in cards
+    assert ("C0LAB", "FIRING GPUPodPendingTooLong · cluster lab") in cards
+    store.close()

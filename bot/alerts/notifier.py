@@ -34,8 +34,12 @@ def merge(old: AlertGroup, new: AlertGroup) -> AlertGroup:
 
 class AlertNotifier:
     def __init__(self, handle: Callable[[AlertGroup, str], None], *, max_groups: int = 256,
-                 workers: int = 2, retry_delay: float = 1.0, max_attempts: int = 20) -> None:
+                 workers: int = 2, retry_delay: float = 1.0, max_attempts: int = 20,
+                 key_of: Callable[[AlertGroup], str] | None = None) -> None:
+        """``key_of``: what makes two webhooks one group (``AlertThreads.key_of``: the
+        groupKey in its cluster); the groupKey alone by default."""
         self._handle = handle
+        self._key_of = key_of or (lambda group: group.group_key)
         self.max_groups = max_groups
         self.retry_delay = retry_delay
         self.max_attempts = max_attempts
@@ -58,8 +62,8 @@ class AlertNotifier:
 
     def submit(self, group: AlertGroup, channel: str) -> bool:
         """Queue the group (merged with its waiting state); False when the queue is full."""
+        key = self._key_of(group)
         with self._cond:
-            key = group.group_key
             waiting = self._pending.get(key)
             if waiting is not None:
                 self._pending[key] = (merge(waiting[0], group), waiting[1], waiting[2])

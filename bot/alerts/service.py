@@ -74,7 +74,8 @@ def open_alerts(bot: SlackBot, settings: Settings, *, store: Store | None = None
                            if bot.fleet.named else None)
     if silences is not None:
         silences.on_silenced = threads.silenced
-    notifier = AlertNotifier(threads.handle, max_groups=max_groups, workers=workers)
+    notifier = AlertNotifier(threads.handle, max_groups=max_groups, workers=workers,
+                             key_of=threads.key_of)
     registry = bot.metrics.registry
     webhooks = Counter("gpubot_alert_webhooks", "Alertmanager webhooks, by outcome.",
                        ("outcome",), registry=registry)

@@ -91,10 +91,15 @@ class AlertThreads:
 
     # -- the record -------------------------------------------------------------------------
 
+    def key_of(self, group: AlertGroup) -> str:
+        """The group's own key: its groupKey, in its cluster (two clusters' Alertmanagers
+        may send the same groupKey)."""
+        cluster = self.cluster_of(group)
+        return group_id(f"{cluster}\0{group.group_key}" if cluster else group.group_key)
+
     def _claim(self, group: AlertGroup, channel: str) -> tuple[Record, bool]:
         """(the group's record, True when this call created it)."""
-        cluster = self.cluster_of(group)
-        key = group_id(f"{cluster}\0{group.group_key}" if cluster else group.group_key)
+        key = self.key_of(group)
         for _ in range(5):
             rec = self.store.get(COLLECTION, key)
             if rec is not None:
