@@ -257,6 +257,10 @@ class _Loader:
             if entry.name not in pod_dirs and _is_dir(entry):
                 self.load_dir(Path(entry.path))
 
+    def _cuts(self, kind: str) -> bool:
+        """Objects of ``kind`` keep only the fields handlers read (shape_types.py)."""
+        return kind in PROJECTED and not self.whole
+
     def _defer(self, path: Path) -> bool:
         """Leave a dump's DIR/<ns>/replicasets.json (or deployments.json) for later when
         its head says it is that list: most diagnoses read few or none of them."""
@@ -377,8 +381,7 @@ class _Loader:
         of any large snapshot), decoded into those fields only; False when the document is
         anything else or has an object that does not fit, and must go the careful way."""
         typed = _TYPED_LIST.match(data) or _GET_LIST.match(data)
-        if (self.whole or typed is None
-                or (kind := typed.group(1).decode()) not in PROJECTED):
+        if typed is None or not self._cuts(kind := typed.group(1).decode()):
             return False
         list_kind = f"{kind}List" if typed.re is _TYPED_LIST else "List"
         try:
@@ -517,7 +520,7 @@ class _Loader:
         namespace = None if kind in CLUSTER_SCOPED else ctx.namespace or "default"
         kept = len(bucket)
         read_stamps, add_stamp = stamp_reader(kind), self.stamps.add
-        projected = kind in PROJECTED and not self.whole
+        projected = self._cuts(kind)
         for number, item in enumerate(items, 1):
             meta = item.get("metadata") if item.__class__ is dict else None
             if (
@@ -572,7 +575,7 @@ class _Loader:
         if "kind" not in obj or not obj["kind"]:
             obj["kind"] = kind
         bad = misfit(obj)
-        if bad is None and kind in PROJECTED and not self.whole:
+        if bad is None and self._cuts(kind):
             obj, bad = _project(obj)
             meta = obj["metadata"]
         if bad is not None:
