@@ -51,10 +51,15 @@ OBJECTS = _objects()
 def _read(obj: Obj, *, fast: bool) -> tuple[list[Obj], list[str], set[Any], bool, set[str]]:
     """What the loader keeps of a one-item list of ``obj``: decoded (``fast``), or with
     ``apiVersion`` first, a head the decoder does not take, so the careful way."""
-    kind = obj["kind"]
+    return _read_items([obj], fast=fast)
+
+
+def _read_items(items: list[Obj], *, fast: bool
+                ) -> tuple[list[Obj], list[str], set[Any], bool, set[str]]:
+    kind = items[0]["kind"]
     head = {"kind": f"{kind}List", "apiVersion": "v1"}
-    doc = {**head, "items": [obj]} if fast else {"apiVersion": "v1", "kind": head["kind"],
-                                                  "items": [obj]}
+    doc = {**head, "items": items} if fast else {"apiVersion": "v1", "kind": head["kind"],
+                                                  "items": items}
     loader = snapshot_loader._Loader()
     loader.load_bytes(Path("objects.json"), _dumps(doc))
     return (loader.objects.get(kind, []), [p.message for p in loader.problems],
@@ -62,10 +67,7 @@ def _read(obj: Obj, *, fast: bool) -> tuple[list[Obj], list[str], set[Any], bool
 
 
 def _decodes(obj: Obj) -> bool:
-    loader = snapshot_loader._Loader()
-    ctx = snapshot_loader._FileContext("objects.json", None, None)
-    doc = {"kind": f"{obj['kind']}List", "items": [obj]}
-    return loader._read_typed(ctx, _dumps(doc))
+    return _decodes_items([obj])
 
 
 def _dumps(doc: Obj) -> bytes:
@@ -161,6 +163,49 @@ def test_a_null_timestamp_anywhere_in_the_tables_is_dropped(kind: str) -> None:
     _same_both_ways(obj)
 
 
+def _replicas(count: int) -> list[Obj]:
+    pod = next(o for o in OBJECTS if o["kind"] == "Pod" and o["spec"].get("tolerations")
+               and o["metadata"].get("labels") and o["spec"]["containers"][0].get("env"))
+    replicas = [copy.deepcopy(pod) for _ in range(count)]
+    for n, replica in enumerate(replicas):
+        replica["metadata"]["name"] = f"replica-{n}"
+    return replicas
+
+
+def test_replicas_share_the_subtrees_they_carry_alike() -> None:
+    replicas = _replicas(3)
+    replicas[2]["spec"]["containers"][0]["image"] = "other:2"
+    kept, problems, *_ = _read_items(copy.deepcopy(replicas), fast=True)
+    assert not problems and [p["metadata"]["name"] for p in kept] == [
+        "replica-0", "replica-1", "replica-2"]
+    assert _read_items(copy.deepcopy(replicas), fast=True) == \
+        _read_items(copy.deepcopy(replicas), fast=False)
+    first, second, third = (p["spec"] for p in kept)
+    assert first["containers"] is second["containers"]
+    assert third["containers"] is not first["containers"]
+    assert third["containers"][0]["image"] == "other:2"
+    assert first["tolerations"] is second["tolerations"] is third["tolerations"]
+    assert kept[0]["metadata"]["labels"] is kept[2]["metadata"]["labels"]
+
+
+def test_a_text_one_shared_field_takes_is_still_checked_as_another() -> None:
+    # {"bad": 1} is a valid affinity (unknown keys are skipped) and not a valid nodeSelector
+    # (values are strings): the second must not pass on the strength of the first.
+    first, second = _replicas(2)
+    first["spec"]["affinity"] = {"bad": 1}
+    second["spec"]["nodeSelector"] = {"bad": 1}
+    assert not _decodes_items([copy.deepcopy(first), copy.deepcopy(second)])
+    fast = _read_items([copy.deepcopy(first), copy.deepcopy(second)], fast=True)
+    assert fast == _read_items([first, second], fast=False)
+    assert [p["metadata"]["name"] for p in fast[0]] == ["replica-0"] and fast[1]
+
+
+def _decodes_items(items: list[Obj]) -> bool:
+    loader = snapshot_loader._Loader()
+    ctx = snapshot_loader._FileContext("objects.json", None, None)
+    return loader._read_typed(ctx, _dumps({"kind": f"{items[0]['kind']}List", "items": items}))
+
+
 def _at(obj: Any, path: tuple[Any, ...]) -> Any:
     for key in path:
         obj = obj[key]
@@ -176,7 +221,12 @@ def test_every_quantity_the_decoder_takes_fits(text: str) -> None:
 @pytest.mark.parametrize("s", SCENARIOS, ids=[s.name for s in SCENARIOS])
 def test_cut_down_objects_give_the_findings_of_whole_ones(s: Scenario) -> None:
     whole = run_on(s, _whole(s.snapshot))
-    cut = run_on(s, load_snapshot(s.snapshot))
+    view = load_snapshot(s.snapshot)
+    read_every_kind(view)
+    before = copy.deepcopy(view._raw)
+    cut = run_on(s, view)
+    # Replicas share subtrees: a handler that changed one would change them all.
+    assert view._raw == before, "a diagnosis changed an object of the view"
     assert [f.to_json() for f in cut.findings] == [f.to_json() for f in whole.findings]
     assert [n.to_json() for n in cut.nodes] == [n.to_json() for n in whole.nodes]
     assert cut.unchecked == whole.unchecked
