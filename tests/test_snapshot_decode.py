@@ -70,6 +70,12 @@ def _decodes(obj: Obj) -> bool:
     return _decodes_items([obj])
 
 
+def _decodes_items(items: list[Obj]) -> bool:
+    loader = snapshot_loader._Loader()
+    ctx = snapshot_loader._FileContext("objects.json", None, None)
+    return loader._read_typed(ctx, _dumps({"kind": f"{items[0]['kind']}List", "items": items}))
+
+
 def _dumps(doc: Obj) -> bytes:
     """JSON as kubectl prints it; the stdlib's, for numbers past 64 bits."""
     return json.dumps(doc, indent=4).encode()
@@ -198,12 +204,6 @@ def test_a_text_one_shared_field_takes_is_still_checked_as_another() -> None:
     fast = _read_items([copy.deepcopy(first), copy.deepcopy(second)], fast=True)
     assert fast == _read_items([first, second], fast=False)
     assert [p["metadata"]["name"] for p in fast[0]] == ["replica-0"] and fast[1]
-
-
-def _decodes_items(items: list[Obj]) -> bool:
-    loader = snapshot_loader._Loader()
-    ctx = snapshot_loader._FileContext("objects.json", None, None)
-    return loader._read_typed(ctx, _dumps({"kind": f"{items[0]['kind']}List", "items": items}))
 
 
 def _at(obj: Any, path: tuple[Any, ...]) -> Any:

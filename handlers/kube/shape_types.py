@@ -180,7 +180,8 @@ class ListDecoder:
 
     def _decode_shared(self, items: list[dict[str, Any]]) -> None:
         # One memo per field: a text can be valid as one field's type and not another's.
-        memos: dict[str, dict[bytes, Any]] = {}
+        memos: dict[str, dict[bytes, Any]] = {
+            key: {} for _, decoders in self._shared for key, _ in decoders}
         for item in items:
             for part, decoders in self._shared:
                 sub = item.get(part)
@@ -190,9 +191,7 @@ class ListDecoder:
                     raw = sub.get(key)
                     if raw is None:
                         continue
-                    memo = memos.get(key)
-                    if memo is None:
-                        memo = memos[key] = {}
+                    memo = memos[key]
                     text = bytes(raw)
                     value = memo.get(text)
                     if value is None:
